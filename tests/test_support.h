@@ -1,0 +1,37 @@
+// Test-only helpers: seeded random data (the seed is printed on failure), NaN poisoning,
+// host/device round trips and error measures.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "turbodecode/buffer.h"
+#include "turbodecode/tensor.h"
+
+namespace turbodecode::testing {
+
+// A fresh seed per call, reported through SCOPED_TRACE by the caller.
+std::uint64_t fresh_seed();
+
+std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float stddev = 1.0f);
+
+// Copies host data into a new buffer on `device`.
+Buffer to_device(Device device, const void* data, std::int64_t bytes);
+template <class T>
+Buffer to_device(Device device, const std::vector<T>& values) {
+  return to_device(device, values.data(), static_cast<std::int64_t>(values.size() * sizeof(T)));
+}
+template <class T>
+std::vector<T> to_host(const Buffer& buffer) {
+  std::vector<T> out(static_cast<std::size_t>(buffer.bytes()) / sizeof(T));
+  buffer.copy_to_host(out.data(), static_cast<std::int64_t>(out.size() * sizeof(T)));
+  return out;
+}
+
+// ‖a − b‖₂ / ‖b‖₂ in double; NaN anywhere in a gives +inf so it can never pass.
+double relative_l2(const std::vector<float>& a, const std::vector<double>& b);
+double cosine(const std::vector<float>& a, const std::vector<double>& b);
+
+}  // namespace turbodecode::testing
