@@ -35,9 +35,9 @@ struct DecodePlan {
   KvCacheConfig cache;
   DecodeOptions options;
   std::int64_t max_queries = 0;
-  int max_splits = 1;              // upper bound of any query's split count
-  std::int64_t min_split_tokens = 0;  // a split never covers fewer positions (unless forced)
-  int target_blocks_per_query = 1;    // (KV heads × splits) the policy aims at for long rows
+  int max_splits = 1;                 // upper bound of any query's split count
+  std::int64_t min_split_tokens = 1;  // a split covers at least this many positions (unless forced)
+  int target_splits = 1;              // splits of a long query: enough blocks to fill the device
   std::int64_t workspace_bytes = 0;   // size of the `workspace` argument of run_decode
 
   // Number of splits a query that sees `visible` positions is cut into. Depends only on that
