@@ -3,9 +3,18 @@
 // which case the kernels guard them (rows naming bad indices are written as NaN).
 #pragma once
 
+#include <cstdint>
+
+#include "attention/split_policy.h"
 #include "turbodecode/attention.h"
 
 namespace turbodecode::cuda {
+
+// The split policy for the current CUDA device (called by plan_decode), chosen from the SM
+// count by wave efficiency; fields of `plan` other than the policy and workspace are set.
+attention::SplitPolicy choose_split_policy(const DecodePlan& plan);
+// Workspace bytes run_decode needs for `plan` on CUDA.
+std::int64_t workspace_bytes(const DecodePlan& plan);
 
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
