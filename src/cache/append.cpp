@@ -1,0 +1,116 @@
+// append_kv: one validation function for both backends (SPEC §1.3, §7), then dispatch.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cache/append_cpu.h"
+#include "common/cuda_runtime.h"
+#include "common/validate.h"
+#include "turbodecode/kv_cache.h"
+
+#ifdef TURBODECODE_WITH_CUDA
+#include "cache/cuda/append_cuda.h"
+#endif
+
+namespace turbodecode {
+
+namespace {
+
+void check_cache_rows(const TensorView& rows, const TensorView& norms, std::string_view name,
+                      std::string_view norms_name, RowFormat format, const KvCacheConfig& c) {
+  const std::int64_t slots = c.slots, heads = c.n_kv_heads, capacity = c.capacity;
+  if (format == RowFormat::f16) {
+    check_rows(rows, name, c.device, DType::f16, {slots, heads, capacity, c.head_dim});
+    check_arg(!norms.present(), norms_name, "must be absent for f16 rows");
+    return;
+  }
+  check_rows(rows, name, c.device, DType::u8,
+             {slots, heads, capacity, row_bytes(format, c.head_dim)});
+  check_rows(norms, norms_name, c.device, DType::f32,
+             {slots, heads, capacity, norms_per_row(c.head_dim)});
+}
+
+void check_token_rows(const TensorView& x, std::string_view name, const KvCacheConfig& c,
+                      std::int64_t tokens) {
+  check_arg(x.present(), name, "must not be null");
+  check_arg(x.dtype == DType::f32 || x.dtype == DType::f16 || x.dtype == DType::bf16, name,
+            std::string("must be f32, f16 or bf16, not ") + dtype_name(x.dtype));
+  check_rows(x, name, c.device, x.dtype, {tokens, c.n_kv_heads, c.head_dim});
+}
+
+// The index arrays' values, on the host (a CUDA stream is drained first so they are final).
+std::vector<std::int32_t> host_indices(const TensorView& t, Stream stream) {
+  std::vector<std::int32_t> values(static_cast<std::size_t>(t.shape[0]));
+  if (values.empty()) return values;
+  if (t.device == Device::cuda) {
+    check_arg(!cuda::is_capturing(stream), "stream",
+              "append_kv reads slot_ids and positions on the host and cannot be captured");
+    cuda::synchronize(stream);
+    cuda::copy_to_host(values.data(), t.data, t.span_bytes());
+    return values;
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    values[i] = t.as<const std::int32_t>()[static_cast<std::int64_t>(i) * t.strides[0]];
+  }
+  return values;
+}
+
+void check_index_values(const KvCacheConfig& c, const std::vector<std::int32_t>& slots,
+                        const std::vector<std::int32_t>& positions) {
+  std::vector<std::int64_t> targets;
+  targets.reserve(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::string token = " (token " + std::to_string(i) + ")";
+    check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
+              "must lie in [0, slots = " + std::to_string(c.slots) + ")" + token);
+    check_arg(positions[i] >= 0, "positions", "must be non-negative" + token);
+    check_arg(c.kind == LayerKind::ring || positions[i] < c.capacity, "positions",
+              "must be below the linear cache's capacity " + std::to_string(c.capacity) + token);
+    targets.push_back(slots[i] * c.capacity + cache::row_of_position(c, positions[i]));
+  }
+  std::sort(targets.begin(), targets.end());
+  check_arg(std::adjacent_find(targets.begin(), targets.end()) == targets.end(), "positions",
+            "two tokens must not write the same (slot, row)");
+}
+
+void validate_append(const KvCacheView& cache, const TensorView& k, const TensorView& v,
+                     const TensorView& slot_ids, const TensorView& positions, Stream stream) {
+  const KvCacheConfig& c = cache.config;
+  validate_config(c);
+  check_cache_rows(cache.k, cache.k_norms, "cache.k", "cache.k_norms", c.k_format, c);
+  check_cache_rows(cache.v, cache.v_norms, "cache.v", "cache.v_norms", c.v_format, c);
+  check_arg(k.present(), "k", "must not be null");
+  const std::int64_t tokens = k.shape[0];
+  check_token_rows(k, "k", c, tokens);
+  check_token_rows(v, "v", c, tokens);
+  check_rows(slot_ids, "slot_ids", c.device, DType::i32, {tokens});
+  check_rows(positions, "positions", c.device, DType::i32, {tokens});
+  const TensorView outputs[] = {cache.k, cache.k_norms, cache.v, cache.v_norms};
+  const char* output_names[] = {"cache.k", "cache.k_norms", "cache.v", "cache.v_norms"};
+  const TensorView inputs[] = {k, v, slot_ids, positions};
+  const char* input_names[] = {"k", "v", "slot_ids", "positions"};
+  for (int o = 0; o < 4; ++o) {
+    for (int i = 0; i < 4; ++i)
+      check_disjoint(outputs[o], output_names[o], inputs[i], input_names[i]);
+    for (int other = o + 1; other < 4; ++other) {
+      check_disjoint(outputs[o], output_names[o], outputs[other], output_names[other]);
+    }
+  }
+  check_index_values(c, host_indices(slot_ids, stream), host_indices(positions, stream));
+}
+
+}  // namespace
+
+void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& v,
+               const TensorView& slot_ids, const TensorView& positions, Stream stream) {
+  validate_append(cache, k, v, slot_ids, positions, stream);
+  if (k.shape[0] == 0) return;
+#ifdef TURBODECODE_WITH_CUDA
+  if (cache.config.device == Device::cuda) {
+    return cuda::append_kv(cache, k, v, slot_ids, positions, stream);
+  }
+#endif
+  cache::append_kv_cpu(cache, k, v, slot_ids, positions);
+}
+
+}  // namespace turbodecode
