@@ -86,7 +86,7 @@ void load_row(const void* source, DType dtype, int count, float* destination) {
 }
 
 void rotate_row(int head_dim, float* row) {
-  for (int j = 0; j < head_dim; ++j) row[j] = apply_sign(row[j], sign_flipped(j));
+  for (int j = 0; j < head_dim; ++j) row[j] = apply_sign(row[j], sign_bit(kSignMask.data(), j));
   walsh_hadamard(head_dim, row);
   const float scale = rotation_scale(head_dim);
   for (int j = 0; j < head_dim; ++j) row[j] *= scale;
@@ -95,7 +95,8 @@ void rotate_row(int head_dim, float* row) {
 void unrotate_row(int head_dim, float* row) {
   walsh_hadamard(head_dim, row);
   const float scale = rotation_scale(head_dim);
-  for (int j = 0; j < head_dim; ++j) row[j] = apply_sign(row[j] * scale, sign_flipped(j));
+  for (int j = 0; j < head_dim; ++j)
+    row[j] = apply_sign(row[j] * scale, sign_bit(kSignMask.data(), j));
 }
 
 void encode_row(const CodecParams& params, const void* x, DType dtype, std::uint8_t* codes,

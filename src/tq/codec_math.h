@@ -1,11 +1,17 @@
 // Element-level arithmetic of the TurboQuant-HB codec (SPEC §1.1-1.2), shared verbatim by the
 // CPU backend and the CUDA kernels so that both encoders round identically (SPEC §5). Every
 // rounding step that decides a code lives here; a backend only chooses how to parallelise.
+//
+// Tables (codebooks, midpoints, sign mask) are host constexpr arrays: device code must not index
+// them directly (nvcc compiles that to a trap). Kernels copy them once into __constant__ memory
+// (e.g. `__constant__ float kMid[255]` initialised from kMidpoints8bit) and pass that pointer to
+// the functions below, which therefore take their tables as arguments.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "common/host_device.h"
 #include "tq/tables.h"
@@ -46,6 +52,11 @@ TD_HOST_DEVICE int code_of(float u, const float* midpoints, int bits) {
 // 1/√D applied after the unnormalised butterfly. 1/16 is exact; 1/√512 is rounded once.
 TD_HOST_DEVICE constexpr float rotation_scale(int head_dim) {
   return head_dim == 256 ? 0.0625f : 0.0441941738241592203f;  // 1/sqrt(512)
+}
+
+// True when element j is negated by `sign_mask` (kSignMask or its device copy), LSB first.
+TD_HOST_DEVICE bool sign_bit(const std::uint8_t* sign_mask, int j) {
+  return (sign_mask[j >> 3] >> (j & 7)) & 1;
 }
 
 // Sign of element j applied before the forward transform (and after the inverse one).
