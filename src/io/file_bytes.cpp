@@ -1,0 +1,37 @@
+#include "io/file_bytes.h"
+
+#include <fstream>
+#include <string>
+
+#include "turbodecode/error.h"
+
+namespace turbodecode::io {
+
+void check_file(bool ok, const std::filesystem::path& path, std::string_view rule) {
+  if (!ok) throw InvalidArgument(path.string(), std::string(rule));
+}
+
+std::vector<std::byte> read_file_bytes(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  check_file(file.good(), path, "cannot open the file for reading");
+  const std::streamoff size = file.tellg();
+  check_file(size >= 0, path, "cannot determine the file size");
+  std::vector<std::byte> bytes(static_cast<std::size_t>(size));
+  file.seekg(0);
+  file.read(reinterpret_cast<char*>(bytes.data()), size);
+  check_file(file.good() || size == 0, path, "read failed");
+  return bytes;
+}
+
+void write_file_bytes(const std::filesystem::path& path,
+                      std::initializer_list<std::string_view> parts) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  check_file(file.good(), path, "cannot open the file for writing");
+  for (std::string_view part : parts) {
+    file.write(part.data(), static_cast<std::streamsize>(part.size()));
+  }
+  file.close();
+  check_file(!file.fail(), path, "write failed");
+}
+
+}  // namespace turbodecode::io
