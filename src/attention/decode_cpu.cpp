@@ -1,0 +1,332 @@
+// CPU decode attention (SPEC §2). Three passes over the thread pool:
+//   1. TQ K only: q rotated by R_D once per query row, into the workspace (SPEC §2.4).
+//   2. One work item per (query, KV head, split): for each visible position, the scores of all
+//      query heads of the GQA group against the K row, the online softmax, and one decode of
+//      the V row shared by the whole group (SPEC §2.6). States go to the workspace.
+//   3. One item per output row: merge the splits' states (state.h), normalise, and for TQ V
+//      un-rotate unless the caller asked for the rotated result.
+// Every item's arithmetic depends only on its own query, so results are batch invariant and
+// independent of the thread count.
+#include "attention/decode_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "attention/row_simd.h"
+#include "attention/split_policy.h"
+#include "attention/state.h"
+#include "attention/window.h"
+#include "attention/workspace.h"
+#include "common/thread_pool.h"
+#include "tq/codec_cpu.h"
+#include "tq/codec_math.h"
+#include "tq/tables.h"
+
+namespace turbodecode::attention {
+namespace {
+
+// Positions scored before their V rows are accumulated: one max/rescale per tile and head.
+constexpr int kTilePositions = 32;
+// Split boundaries fall on tile boundaries.
+constexpr std::int64_t kSplitAlign = kTilePositions;
+
+WindowKind window_kind(MaskKind mask) {
+  switch (mask) {
+    case MaskKind::sliding_ring:
+      return WindowKind::sliding_ring;
+    case MaskKind::sliding_linear:
+      return WindowKind::sliding_linear;
+    default:
+      return WindowKind::causal;
+  }
+}
+
+// One side (K or V) of the cache: where a row lives, and how to turn it into f32 values.
+// A TQ row decodes to codebook values times one scale per part (the whole row at D = 256,
+// each half at D = 512); an F16 row is one part with scale 1.
+class CacheRows {
+ public:
+  CacheRows(const KvCacheConfig& config, RowFormat format, const TensorView& rows,
+            const TensorView& norms)
+      : format_(format),
+        head_dim_(config.head_dim),
+        parts_(is_quantized(format) ? norms_per_row(config.head_dim) : 1),
+        scale_factor_d512_(config.scale_factor_d512),
+        rows_(static_cast<const std::uint8_t*>(rows.data)),
+        norms_(static_cast<const float*>(norms.data)),
+        row_bytes_(rows.strides[2] * static_cast<std::int64_t>(dtype_bytes(rows.dtype))),
+        rows_strides_{rows.strides[0], rows.strides[1]},
+        norms_strides_{norms.strides[0], norms.strides[1], norms.strides[2]},
+        codebook_(is_quantized(format) ? tq::codebook(format_bits(format)).data() : nullptr) {}
+
+  int parts() const { return parts_; }
+  int part_length() const { return head_dim_ / parts_; }
+
+  // Writes the row's values (before scales) to `values` and its part scales to `scales`.
+  void decode(std::int64_t slot, std::int64_t head, std::int64_t row, float* values,
+              float* scales) const {
+    const std::int64_t element_bytes = format_ == RowFormat::f16 ? 2 : 1;
+    const std::uint8_t* data = rows_ +
+                               (slot * rows_strides_[0] + head * rows_strides_[1]) * element_bytes +
+                               row * row_bytes_;
+    if (format_ == RowFormat::f16) {
+      simd::widen_f16_row(reinterpret_cast<const std::uint16_t*>(data), values, head_dim_);
+      scales[0] = 1.0f;
+      return;
+    }
+    lookup(data, values);
+    const float* norm =
+        norms_ + slot * norms_strides_[0] + head * norms_strides_[1] + row * norms_strides_[2];
+    if (parts_ == 1) {
+      scales[0] = tq::d256_decode_scale(norm[0]);
+    } else {
+      scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
+      scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
+    }
+  }
+
+ private:
+  void lookup(const std::uint8_t* data, float* values) const {
+    switch (format_) {
+      case RowFormat::tq4:
+        return simd::lookup_codes<4>(data, codebook_, values, head_dim_);
+      case RowFormat::tq5:
+        return simd::lookup_codes<5>(data, codebook_, values, head_dim_);
+      case RowFormat::tq6:
+        return simd::lookup_codes<6>(data, codebook_, values, head_dim_);
+      default:
+        return simd::lookup_codes<8>(data, codebook_, values, head_dim_);
+    }
+  }
+
+  RowFormat format_;
+  int head_dim_;
+  int parts_;
+  float scale_factor_d512_;
+  const std::uint8_t* rows_;
+  const float* norms_;
+  std::int64_t row_bytes_;  // bytes between consecutive positions
+  std::int64_t rows_strides_[2];
+  std::int64_t norms_strides_[3];
+  const float* codebook_;
+};
+
+// Everything the passes read, resolved once per call.
+struct DecodeJob {
+  const DecodePlan& plan;
+  CacheRows k;
+  CacheRows v;
+  const TensorView& q;
+  const TensorView& out;
+  const TensorView& slot_ids;
+  const TensorView& seq_pos;
+  void* workspace;
+  CpuWorkspaceLayout layout;
+  SplitPolicy policy;
+  int group;  // query heads per KV head
+
+  std::int32_t slot(std::int64_t query) const {
+    return slot_ids.as<const std::int32_t>()[query * slot_ids.strides[0]];
+  }
+  Window window(std::int64_t query) const {
+    const std::int32_t position = seq_pos.as<const std::int32_t>()[query * seq_pos.strides[0]];
+    return query_window(window_kind(plan.options.mask), position, plan.cache.capacity,
+                        plan.options.sliding_window);
+  }
+  float* row(const TensorView& t, std::int64_t query, int head) const {
+    return t.as<float>() + query * t.strides[0] + head * t.strides[1];
+  }
+  // The query vector the scores use: raw for F16 K, rotated (pass 1) for TQ K.
+  const float* query_vector(std::int64_t query, int head) const {
+    if (is_quantized(plan.cache.k_format)) return layout.rotated_q(workspace, query, head);
+    return row(q, query, head);
+  }
+};
+
+// Per-chunk scratch of pass 2, reused across the chunk's items.
+struct SplitScratch {
+  explicit SplitScratch(int head_dim, int group)
+      : k_values(static_cast<std::size_t>(head_dim)),
+        v_values(static_cast<std::size_t>(head_dim)),
+        scores(static_cast<std::size_t>(kTilePositions * group)),
+        m(static_cast<std::size_t>(group)),
+        l(static_cast<std::size_t>(group)) {}
+  std::vector<float> k_values, v_values, scores, m, l;
+};
+
+float soft_capped(float score, float softcap) {
+  return softcap > 0.0f ? softcap * std::tanh(score / softcap) : score;
+}
+
+// Scores of every group head against the K rows of one tile: scores[t·group + h].
+void score_tile(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
+                std::int64_t tile_begin, int tile_length, SplitScratch& scratch) {
+  const std::int32_t slot = job.slot(query);
+  const int part = job.k.part_length();
+  float part_scales[2];
+  for (int t = 0; t < tile_length; ++t) {
+    const std::int64_t row = window.row(window.first + tile_begin + t);
+    job.k.decode(slot, kv_head, row, scratch.k_values.data(), part_scales);
+    for (int h = 0; h < job.group; ++h) {
+      const float* qv = job.query_vector(query, kv_head * job.group + h);
+      float dot = 0.0f;
+      for (int b = 0; b < job.k.parts(); ++b) {
+        dot += part_scales[b] * simd::dot(qv + b * part, scratch.k_values.data() + b * part, part);
+      }
+      scratch.scores[static_cast<std::size_t>(t * job.group + h)] =
+          soft_capped(dot * job.plan.options.scale, job.plan.options.softcap);
+    }
+  }
+}
+
+// Online-softmax update of each head for a scored tile; turns scores into weights exp(s − m)
+// and rescales the head's running O when its max grows.
+void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
+                    SplitScratch& scratch) {
+  const int dim = job.plan.cache.head_dim;
+  for (int h = 0; h < job.group; ++h) {
+    float tile_max = -INFINITY;
+    for (int t = 0; t < tile_length; ++t) {
+      tile_max = std::fmax(tile_max, scratch.scores[static_cast<std::size_t>(t * job.group + h)]);
+    }
+    const float m_old = scratch.m[static_cast<std::size_t>(h)];
+    const float m_new = std::fmax(m_old, tile_max);
+    const float correction = merge_weight(m_old, m_new);
+    if (correction != 1.0f) simd::scale(correction, o_rows[h], dim);
+    float l = scratch.l[static_cast<std::size_t>(h)] * correction;
+    for (int t = 0; t < tile_length; ++t) {
+      float& s = scratch.scores[static_cast<std::size_t>(t * job.group + h)];
+      s = merge_weight(s, m_new);
+      l += s;
+    }
+    scratch.m[static_cast<std::size_t>(h)] = m_new;
+    scratch.l[static_cast<std::size_t>(h)] = l;
+  }
+}
+
+// O_h += w_h,t · v_t for the tile's V rows, each decoded once for the whole group.
+void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
+                       std::int64_t tile_begin, int tile_length, float* const* o_rows,
+                       SplitScratch& scratch) {
+  const std::int32_t slot = job.slot(query);
+  const int part = job.v.part_length();
+  float part_scales[2];
+  for (int t = 0; t < tile_length; ++t) {
+    const std::int64_t row = window.row(window.first + tile_begin + t);
+    job.v.decode(slot, kv_head, row, scratch.v_values.data(), part_scales);
+    for (int h = 0; h < job.group; ++h) {
+      const float weight = scratch.scores[static_cast<std::size_t>(t * job.group + h)];
+      for (int b = 0; b < job.v.parts(); ++b) {
+        simd::axpy(weight * part_scales[b], scratch.v_values.data() + b * part,
+                   o_rows[h] + b * part, part);
+      }
+    }
+  }
+}
+
+// Pass 2 for one (query, KV head, split): fills that split's states and O rows of the group.
+void attend_split(const DecodeJob& job, std::int64_t query, int kv_head, int split,
+                  SplitScratch& scratch, std::vector<float*>& o_rows) {
+  const Window window = job.window(query);
+  const int splits = splits_for_length(job.policy, window.visible());
+  if (split >= splits) return;  // the merge reads only the query's own splits
+  const SplitRange range = split_range(window.visible(), splits, split, kSplitAlign);
+  const int dim = job.plan.cache.head_dim;
+  for (int h = 0; h < job.group; ++h) {
+    o_rows[static_cast<std::size_t>(h)] =
+        job.layout.partial_o(job.workspace, query, kv_head * job.group + h, split);
+    std::fill_n(o_rows[static_cast<std::size_t>(h)], dim, 0.0f);
+  }
+  std::fill(scratch.m.begin(), scratch.m.end(), -INFINITY);
+  std::fill(scratch.l.begin(), scratch.l.end(), 0.0f);
+  for (std::int64_t tile = range.begin; tile < range.end; tile += kTilePositions) {
+    const int length = static_cast<int>(std::min<std::int64_t>(kTilePositions, range.end - tile));
+    score_tile(job, query, kv_head, window, tile, length, scratch);
+    update_softmax(job, length, o_rows.data(), scratch);
+    accumulate_values(job, query, kv_head, window, tile, length, o_rows.data(), scratch);
+  }
+  for (int h = 0; h < job.group; ++h) {
+    job.layout.states(job.workspace, query, kv_head * job.group + h)[split] = {
+        scratch.m[static_cast<std::size_t>(h)], scratch.l[static_cast<std::size_t>(h)]};
+  }
+}
+
+// Pass 3 for one output row: merge (SPEC §2.5), normalise, un-rotate.
+void finish_row(const DecodeJob& job, std::int64_t query, int head) {
+  const int dim = job.plan.cache.head_dim;
+  const int splits = splits_for_length(job.policy, job.window(query).visible());
+  const SoftmaxState* states = job.layout.states(job.workspace, query, head);
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = std::fmax(m, states[s].m);
+  float* result = job.row(job.out, query, head);
+  std::fill_n(result, dim, 0.0f);
+  float l = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float weight = merge_weight(states[s].m, m);
+    l += weight * states[s].l;
+    simd::axpy(weight, job.layout.partial_o(job.workspace, query, head, s), result, dim);
+  }
+  simd::scale(output_scale(l), result, dim);
+  if (is_quantized(job.plan.cache.v_format) && !job.plan.options.rotated_output) {
+    tq::unrotate_row(dim, result);
+  }
+}
+
+}  // namespace
+
+void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                    const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                    const TensorView& workspace) {
+  const KvCacheConfig& config = plan.cache;
+  const DecodeJob job{
+      plan,
+      CacheRows(config, config.k_format, cache.k, cache.k_norms),
+      CacheRows(config, config.v_format, cache.v, cache.v_norms),
+      q,
+      out,
+      slot_ids,
+      seq_pos,
+      workspace.data,
+      CpuWorkspaceLayout(plan),
+      {plan.max_splits, plan.min_split_tokens, plan.target_splits, plan.options.fixed_splits},
+      plan.options.n_heads / config.n_kv_heads};
+  const std::int64_t n = q.shape[0];
+  const int heads = plan.options.n_heads;
+  const int dim = config.head_dim;
+
+  if (is_quantized(config.k_format)) {
+    parallel_for(n * heads, 16, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r) {
+        float* rotated =
+            job.layout.rotated_q(job.workspace, r / heads, static_cast<int>(r % heads));
+        std::copy_n(job.row(q, r / heads, static_cast<int>(r % heads)), dim, rotated);
+        tq::rotate_row(dim, rotated);
+      }
+    });
+  }
+
+  int batch_splits = 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    batch_splits = std::max(batch_splits, splits_for_length(job.policy, job.window(i).visible()));
+  }
+  const std::int64_t per_query = static_cast<std::int64_t>(config.n_kv_heads) * batch_splits;
+  parallel_for(n * per_query, 1, [&](std::int64_t begin, std::int64_t end) {
+    SplitScratch scratch(dim, job.group);
+    std::vector<float*> o_rows(static_cast<std::size_t>(job.group));
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t query = item / per_query;
+      const int kv_head = static_cast<int>(item % per_query / batch_splits);
+      const int split = static_cast<int>(item % batch_splits);
+      attend_split(job, query, kv_head, split, scratch, o_rows);
+    }
+  });
+
+  parallel_for(n * heads, 4, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r)
+      finish_row(job, r / heads, static_cast<int>(r % heads));
+  });
+}
+
+}  // namespace turbodecode::attention

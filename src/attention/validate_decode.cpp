@@ -1,0 +1,127 @@
+#include "attention/validate_decode.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cuda_runtime.h"
+#include "common/validate.h"
+
+namespace turbodecode::attention {
+namespace {
+
+// Alignment of the workspace pointer: the backends read it as f32 rows.
+constexpr std::uintptr_t kWorkspaceAlignBytes = 16;
+
+bool same_config(const KvCacheConfig& a, const KvCacheConfig& b) {
+  return a.slots == b.slots && a.n_kv_heads == b.n_kv_heads && a.capacity == b.capacity &&
+         a.head_dim == b.head_dim && a.kind == b.kind && a.k_format == b.k_format &&
+         a.v_format == b.v_format && a.scale_factor_d512 == b.scale_factor_d512 &&
+         a.device == b.device;
+}
+
+// One stored side of the cache (K or V): rows of F16 values, or TQ codes plus norms.
+void check_cache_rows(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
+                      const TensorView& norms, const std::string& rows_name,
+                      const std::string& norms_name) {
+  if (format == RowFormat::f16) {
+    check_rows(rows, rows_name, c.device, DType::f16,
+               {c.slots, c.n_kv_heads, c.capacity, c.head_dim});
+    return;
+  }
+  check_rows(rows, rows_name, c.device, DType::u8,
+             {c.slots, c.n_kv_heads, c.capacity, row_bytes(format, c.head_dim)});
+  check_rows(norms, norms_name, c.device, DType::f32,
+             {c.slots, c.n_kv_heads, c.capacity, norms_per_row(c.head_dim)});
+}
+
+void check_cache(const DecodePlan& plan, const KvCacheView& cache) {
+  check_arg(same_config(cache.config, plan.cache), "cache",
+            "its configuration must equal the plan's");
+  check_cache_rows(cache.config, cache.config.k_format, cache.k, cache.k_norms, "cache.k",
+                   "cache.k_norms");
+  check_cache_rows(cache.config, cache.config.v_format, cache.v, cache.v_norms, "cache.v",
+                   "cache.v_norms");
+}
+
+// Reads an i32 vector argument on the host (a copy for CUDA tensors).
+std::vector<std::int32_t> host_indices(const TensorView& t) {
+  std::vector<std::int32_t> values(static_cast<std::size_t>(t.shape[0]));
+  if (t.device == Device::cpu) {
+    const auto* data = t.as<const std::int32_t>();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] = data[static_cast<std::int64_t>(i) * t.strides[0]];
+    }
+    return values;
+  }
+  std::vector<std::int32_t> strided(static_cast<std::size_t>(t.span_bytes() / 4));
+  cuda::copy_to_host(strided.data(), t.data, t.span_bytes());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    values[i] = strided[i * static_cast<std::size_t>(t.strides[0])];
+  }
+  return values;
+}
+
+void check_index_values(const KvCacheConfig& c, const TensorView& slot_ids,
+                        const TensorView& seq_pos) {
+  const std::vector<std::int32_t> slots = host_indices(slot_ids);
+  const std::vector<std::int32_t> positions = host_indices(seq_pos);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
+              "entry " + std::to_string(i) + " is " + std::to_string(slots[i]) +
+                  ", must be in [0, " + std::to_string(c.slots) + ")");
+    check_arg(
+        positions[i] >= 0, "seq_pos",
+        "entry " + std::to_string(i) + " is " + std::to_string(positions[i]) + ", must be >= 0");
+    check_arg(c.kind == LayerKind::ring || positions[i] < c.capacity, "seq_pos",
+              "entry " + std::to_string(i) + " is " + std::to_string(positions[i]) +
+                  ", beyond the linear cache's capacity " + std::to_string(c.capacity));
+  }
+}
+
+}  // namespace
+
+void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                     const TensorView& workspace, Stream stream) {
+  const Device device = plan.cache.device;
+  check_backend(device);
+  check_cache(plan, cache);
+
+  const std::int64_t heads = plan.options.n_heads;
+  const std::int64_t dim = plan.cache.head_dim;
+  check_rows(q, "q", device, DType::f32, {kAnyExtent, heads, dim});
+  const std::int64_t n = q.shape[0];
+  check_arg(n > 0, "q", "must hold at least one query row");
+  check_arg(
+      n <= plan.max_queries, "q",
+      "has " + std::to_string(n) + " rows, the plan allows " + std::to_string(plan.max_queries));
+  check_rows(out, "out", device, DType::f32, {n, heads, dim});
+  check_tensor(slot_ids, "slot_ids", device, DType::i32, {n});
+  check_tensor(seq_pos, "seq_pos", device, DType::i32, {n});
+  check_rows(workspace, "workspace", device, DType::u8, {kAnyExtent});
+  check_arg(workspace.shape[0] >= plan.workspace_bytes, "workspace",
+            "must hold at least " + std::to_string(plan.workspace_bytes) + " bytes");
+  check_arg(reinterpret_cast<std::uintptr_t>(workspace.data) % kWorkspaceAlignBytes == 0,
+            "workspace", "must be 16-byte aligned");
+
+  // out and workspace are written; nothing they cover may be read.
+  const std::pair<const TensorView*, const char*> inputs[] = {{&q, "q"},
+                                                              {&slot_ids, "slot_ids"},
+                                                              {&seq_pos, "seq_pos"},
+                                                              {&cache.k, "cache.k"},
+                                                              {&cache.k_norms, "cache.k_norms"},
+                                                              {&cache.v, "cache.v"},
+                                                              {&cache.v_norms, "cache.v_norms"}};
+  for (const auto& [input, name] : inputs) {
+    check_disjoint(out, "out", *input, name);
+    check_disjoint(workspace, "workspace", *input, name);
+  }
+  check_disjoint(out, "out", workspace, "workspace");
+
+  if (device == Device::cuda && cuda::is_capturing(stream)) return;
+  check_index_values(plan.cache, slot_ids, seq_pos);
+}
+
+}  // namespace turbodecode::attention

@@ -1,0 +1,15 @@
+// The one validation function of run_decode (SPEC §7), shared by the CPU and CUDA backends.
+#pragma once
+
+#include "turbodecode/attention.h"
+
+namespace turbodecode::attention {
+
+// Checks every tensor argument against the plan, then the index values (slot ids, positions),
+// which it reads on the host; on CUDA that copy is skipped while `stream` is being captured.
+// Throws InvalidArgument naming the argument; touches no output.
+void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                     const TensorView& workspace, Stream stream);
+
+}  // namespace turbodecode::attention
