@@ -1,0 +1,145 @@
+// CUDA backend of the row codec calls (encode_rows, decode_rows, rotate/unrotate_rows): a warp
+// per row, kRowsPerBlock rows per block, grid-stride over the rows.
+#include "common/cuda_check.cuh"
+#include "tq/cuda/codec_cuda.h"
+#include "tq/cuda/vector_access.h"
+#include "tq/cuda/warp_row.cuh"
+
+namespace turbodecode::cuda {
+
+namespace {
+
+constexpr int kRowsPerBlock = 4;
+constexpr int kThreads = kRowsPerBlock * warp_row::kLanes;
+
+// A row-major [rows, ...] operand seen by the kernels: base address and row stride in bytes.
+struct RowOperand {
+  unsigned char* data;
+  std::int64_t row_bytes;
+
+  __device__ unsigned char* row(std::int64_t r) const { return data + r * row_bytes; }
+};
+
+RowOperand operand(const TensorView& t) {
+  return {static_cast<unsigned char*>(t.data), stride_bytes(t, 0)};
+}
+
+struct CodecLaunch {
+  RowOperand x, codes, norms;
+  DType x_dtype;
+  std::int64_t rows;
+  int bits;
+  float scale_factor_d512;
+  bool vectorised;
+};
+
+__device__ __forceinline__ int warp_index() {
+  return static_cast<int>(threadIdx.x) / 32;
+}
+__device__ __forceinline__ int lane_index() {
+  return static_cast<int>(threadIdx.x) % 32;
+}
+__device__ __forceinline__ std::int64_t first_row() {
+  return static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + warp_index();
+}
+__device__ __forceinline__ std::int64_t row_step() {
+  return static_cast<std::int64_t>(gridDim.x) * kRowsPerBlock;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch p) {
+  __shared__ float midpoints[tq_tables::kMaxTableEntries];
+  __shared__ __align__(16) float scratch[kRowsPerBlock][D];
+  tq_tables::stage_in_block(tq_tables::midpoints(p.bits), (1 << p.bits) - 1, midpoints);
+  const int lane = lane_index();
+  for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
+    float v[warp_row::kPerLane<D>];
+    warp_row::load_lane_values(p.x.row(r), p.x_dtype, p.vectorised, lane, v);
+    warp_row::rotate_forward<D>(v, lane);
+    warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, midpoints, scratch[warp_index()],
+                                lane, p.codes.row(r), reinterpret_cast<float*>(p.norms.row(r)),
+                                p.vectorised);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) decode_rows_kernel(const CodecLaunch p) {
+  __shared__ float codebook[tq_tables::kMaxTableEntries];
+  tq_tables::stage_in_block(tq_tables::codebook(p.bits), 1 << p.bits, codebook);
+  const int lane = lane_index();
+  for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
+    float y[warp_row::kPerLane<D>];
+    warp_row::decode_lane<D>(p.codes.row(r), reinterpret_cast<const float*>(p.norms.row(r)), p.bits,
+                             p.scale_factor_d512, codebook, lane, p.vectorised, y);
+    warp_row::store_lane_f32(y, p.x.row(r), lane, p.vectorised);
+  }
+}
+
+// In place is allowed: a warp reads its whole row into registers before writing it.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    rotate_rows_kernel(const RowOperand in, const RowOperand out, std::int64_t rows, bool inverse,
+                       bool vectorised) {
+  const int lane = lane_index();
+  for (std::int64_t r = first_row(); r < rows; r += row_step()) {
+    float v[warp_row::kPerLane<D>];
+    warp_row::load_lane_values(in.row(r), DType::f32, vectorised, lane, v);
+    if (inverse) {
+      warp_row::rotate_inverse<D>(v, lane);
+    } else {
+      warp_row::rotate_forward<D>(v, lane);
+    }
+    warp_row::store_lane_f32(v, out.row(r), lane, vectorised);
+  }
+}
+
+CodecLaunch codec_launch(const CodecParams& params, const TensorView& rows_f32,
+                         const TensorView& codes, const TensorView& norms) {
+  return {operand(rows_f32),        operand(codes),
+          operand(norms),           rows_f32.dtype,
+          codes.shape[0],           format_bits(params.format),
+          params.scale_factor_d512, allows_vector_access(rows_f32) && allows_vector_access(codes)};
+}
+
+}  // namespace
+
+void encode_rows(const CodecParams& params, const TensorView& x, const TensorView& codes,
+                 const TensorView& norms, Stream stream) {
+  const CodecLaunch p = codec_launch(params, x, codes, norms);
+  const unsigned blocks = grid_blocks(p.rows, kRowsPerBlock);
+  if (params.head_dim == 256) {
+    encode_rows_kernel<256><<<blocks, kThreads, 0, native(stream)>>>(p);
+  } else {
+    encode_rows_kernel<512><<<blocks, kThreads, 0, native(stream)>>>(p);
+  }
+  TD_CUDA_CHECK_LAUNCH("encode_rows_kernel");
+}
+
+void decode_rows(const CodecParams& params, const TensorView& codes, const TensorView& norms,
+                 const TensorView& y, Stream stream) {
+  const CodecLaunch p = codec_launch(params, y, codes, norms);
+  const unsigned blocks = grid_blocks(p.rows, kRowsPerBlock);
+  if (params.head_dim == 256) {
+    decode_rows_kernel<256><<<blocks, kThreads, 0, native(stream)>>>(p);
+  } else {
+    decode_rows_kernel<512><<<blocks, kThreads, 0, native(stream)>>>(p);
+  }
+  TD_CUDA_CHECK_LAUNCH("decode_rows_kernel");
+}
+
+void rotate_rows(int head_dim, bool inverse, const TensorView& in, const TensorView& out,
+                 Stream stream) {
+  const std::int64_t rows = in.shape[0];
+  const bool vectorised = allows_vector_access(in) && allows_vector_access(out);
+  const unsigned blocks = grid_blocks(rows, kRowsPerBlock);
+  if (head_dim == 256) {
+    rotate_rows_kernel<256><<<blocks, kThreads, 0, native(stream)>>>(operand(in), operand(out),
+                                                                     rows, inverse, vectorised);
+  } else {
+    rotate_rows_kernel<512><<<blocks, kThreads, 0, native(stream)>>>(operand(in), operand(out),
+                                                                     rows, inverse, vectorised);
+  }
+  TD_CUDA_CHECK_LAUNCH("rotate_rows_kernel");
+}
+
+}  // namespace turbodecode::cuda

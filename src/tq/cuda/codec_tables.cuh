@@ -1,0 +1,73 @@
+// Device copies of the TurboQuant-HB tables (tq/tables.h, tq/codec_math.h). The host constexpr
+// arrays cannot be indexed from device code; these live in global memory rather than in
+// __constant__ because lanes index them at different addresses, which the constant cache
+// would serialise. Kernels stage the table they search into shared memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "tq/codec_math.h"
+
+namespace turbodecode::cuda::tq_tables {
+
+// Internal linkage: every translation unit that includes this header owns its copy, so no
+// relocatable device code is needed.
+static __device__ const std::array<float, 15> kMidpoints4 = tq::kMidpoints4bit;
+static __device__ const std::array<float, 31> kMidpoints5 = tq::kMidpoints5bit;
+static __device__ const std::array<float, 63> kMidpoints6 = tq::kMidpoints6bit;
+static __device__ const std::array<float, 255> kMidpoints8 = tq::kMidpoints8bit;
+
+static __device__ const std::array<float, 16> kCodebook4 = tq::kCodebook4bit;
+static __device__ const std::array<float, 32> kCodebook5 = tq::kCodebook5bit;
+static __device__ const std::array<float, 64> kCodebook6 = tq::kCodebook6bit;
+static __device__ const std::array<float, 256> kCodebook8 = tq::kCodebook8bit;
+
+static __device__ const std::array<std::uint8_t, 64> kSignMask = tq::kSignMask;
+
+// The largest table: 2^8 centroids (the midpoints need one fewer).
+inline constexpr int kMaxTableEntries = 256;
+
+__device__ __forceinline__ const float* midpoints(int bits) {
+  switch (bits) {
+    case 4:
+      return kMidpoints4.data();
+    case 5:
+      return kMidpoints5.data();
+    case 6:
+      return kMidpoints6.data();
+    default:
+      return kMidpoints8.data();
+  }
+}
+
+__device__ __forceinline__ const float* codebook(int bits) {
+  switch (bits) {
+    case 4:
+      return kCodebook4.data();
+    case 5:
+      return kCodebook5.data();
+    case 6:
+      return kCodebook6.data();
+    default:
+      return kCodebook8.data();
+  }
+}
+
+// Copies `count` entries of `table` into `staged` with the lanes of one warp, then syncs the
+// warp. Tables are tiny; searching them in shared memory avoids divergent global loads.
+__device__ __forceinline__ void stage_in_warp(const float* table, int count, float* staged,
+                                              int lane) {
+  for (int i = lane; i < count; i += 32) staged[i] = table[i];
+  __syncwarp();
+}
+
+// The same with every thread of the block, then a block barrier.
+__device__ __forceinline__ void stage_in_block(const float* table, int count, float* staged) {
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) {
+    staged[i] = table[i];
+  }
+  __syncthreads();
+}
+
+}  // namespace turbodecode::cuda::tq_tables

@@ -1,0 +1,39 @@
+// Host-side launch facts shared by the codec and append kernels: whether a tensor's rows may be
+// read and written with 16-byte vectors, and byte strides. Kernels pick the vector path only
+// when every tensor they touch allows it, and fall back to byte accesses otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "turbodecode/tensor.h"
+
+namespace turbodecode::cuda {
+
+inline constexpr std::int64_t kVectorBytes = 16;
+
+// True when the data pointer and every outer stride are multiples of 16 bytes, so that each
+// lane's slice of a row (a multiple of its own width, at most 16 bytes) is naturally aligned.
+// An absent view imposes nothing.
+inline bool allows_vector_access(const TensorView& t) {
+  if (!t.present()) return true;
+  if (reinterpret_cast<std::uintptr_t>(t.data) % kVectorBytes != 0) return false;
+  const auto element = static_cast<std::int64_t>(dtype_bytes(t.dtype));
+  for (int d = 0; d + 1 < t.rank; ++d) {
+    if (t.strides[d] * element % kVectorBytes != 0) return false;
+  }
+  return true;
+}
+
+inline std::int64_t stride_bytes(const TensorView& t, int dim) {
+  return t.strides[dim] * static_cast<std::int64_t>(dtype_bytes(t.dtype));
+}
+
+// Blocks of a grid-stride launch over `items` work items, `items_per_block` at a time, capped
+// so that any row count fits in a grid.
+inline unsigned grid_blocks(std::int64_t items, int items_per_block) {
+  constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;
+  const std::int64_t blocks = (items + items_per_block - 1) / items_per_block;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace turbodecode::cuda

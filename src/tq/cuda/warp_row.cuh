@@ -1,0 +1,301 @@
+// Warp-per-row building blocks of the TurboQuant-HB codec on CUDA. One warp holds one row of D
+// values: lane l owns the D/32 consecutive elements starting at l·D/32, so loads and stores
+// are 16-byte vectors where alignment allows. Every rounding step comes from tq/codec_math.h
+// and runs in the CPU backend's order, so both encoders produce the same codes (SPEC §5).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "tq/codec_math.h"
+#include "tq/cuda/codec_tables.cuh"
+#include "turbodecode/tensor.h"
+
+namespace turbodecode::cuda::warp_row {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+inline constexpr int kLanes = 32;
+
+template <int D>
+inline constexpr int kPerLane = D / kLanes;
+template <int D>
+inline constexpr int kNormsPerRow = D == 256 ? 1 : 2;
+
+// ---- Memory access: N 32-bit words per lane, as vectors or as single bytes. ----
+
+template <int N>
+__device__ __forceinline__ void load_words(const unsigned char* src, bool vectorised,
+                                           unsigned (&words)[N]) {
+  if (vectorised) {
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+      for (int k = 0; k < N / 4; ++k) {
+        const uint4 q = reinterpret_cast<const uint4*>(src)[k];
+        words[4 * k] = q.x;
+        words[4 * k + 1] = q.y;
+        words[4 * k + 2] = q.z;
+        words[4 * k + 3] = q.w;
+      }
+    } else if constexpr (N == 2) {
+      const uint2 q = *reinterpret_cast<const uint2*>(src);
+      words[0] = q.x;
+      words[1] = q.y;
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) words[k] = reinterpret_cast<const unsigned*>(src)[k];
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    words[k] = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) words[k] |= static_cast<unsigned>(src[4 * k + b]) << (8 * b);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void store_words(unsigned char* dst, const unsigned (&words)[N],
+                                            bool vectorised) {
+  if (vectorised) {
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+      for (int k = 0; k < N / 4; ++k) {
+        reinterpret_cast<uint4*>(dst)[k] =
+            make_uint4(words[4 * k], words[4 * k + 1], words[4 * k + 2], words[4 * k + 3]);
+      }
+    } else if constexpr (N == 2) {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(words[0], words[1]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) reinterpret_cast<unsigned*>(dst)[k] = words[k];
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) dst[4 * k + b] = static_cast<unsigned char>(words[k] >> (8 * b));
+  }
+}
+
+__device__ __forceinline__ float widen_16bit(unsigned bits, bool is_bf16) {
+  return is_bf16 ? __uint_as_float(bits << 16)
+                 : __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
+
+// This lane's E elements of a row of f32, f16 or bf16 values, widened to f32.
+template <int E>
+__device__ __forceinline__ void load_lane_values(const unsigned char* row, DType dtype,
+                                                 bool vectorised, int lane, float (&v)[E]) {
+  if (dtype == DType::f32) {
+    unsigned words[E];
+    load_words<E>(row + lane * E * 4, vectorised, words);
+#pragma unroll
+    for (int r = 0; r < E; ++r) v[r] = __uint_as_float(words[r]);
+    return;
+  }
+  const bool is_bf16 = dtype == DType::bf16;
+  unsigned words[E / 2];
+  load_words<E / 2>(row + lane * E * 2, vectorised, words);
+#pragma unroll
+  for (int k = 0; k < E / 2; ++k) {
+    v[2 * k] = widen_16bit(words[k] & 0xffffu, is_bf16);
+    v[2 * k + 1] = widen_16bit(words[k] >> 16, is_bf16);
+  }
+}
+
+template <int E>
+__device__ __forceinline__ void store_lane_f32(const float (&v)[E], unsigned char* row, int lane,
+                                               bool vectorised) {
+  unsigned words[E];
+#pragma unroll
+  for (int r = 0; r < E; ++r) words[r] = __float_as_uint(v[r]);
+  store_words<E>(row + lane * E * 4, words, vectorised);
+}
+
+// Rounds to nearest even, as the CPU backend's f32_to_f16 does.
+template <int E>
+__device__ __forceinline__ void store_lane_f16(const float (&v)[E], unsigned char* row, int lane,
+                                               bool vectorised) {
+  unsigned words[E / 2];
+#pragma unroll
+  for (int k = 0; k < E / 2; ++k) {
+    const unsigned low = __half_as_ushort(__float2half_rn(v[2 * k]));
+    const unsigned high = __half_as_ushort(__float2half_rn(v[2 * k + 1]));
+    words[k] = low | (high << 16);
+  }
+  store_words<E / 2>(row + lane * E * 2, words, vectorised);
+}
+
+// ---- Rotation R_D (SPEC §1.1). ----
+
+// Bit r set when this lane's element r is negated: the lane's E/8 bytes of the sign mask.
+template <int E>
+__device__ __forceinline__ unsigned lane_sign_bits(int lane) {
+  unsigned bits = 0;
+#pragma unroll
+  for (int b = 0; b < E / 8; ++b) {
+    bits |= static_cast<unsigned>(tq_tables::kSignMask[lane * (E / 8) + b]) << (8 * b);
+  }
+  return bits;
+}
+
+// The unnormalised natural-order transform, stages of stride 1, 2, ..., D/2 in that order.
+// Strides below E pair registers of one lane; larger ones pair lanes lane_stride = stride/E
+// apart, the lower lane keeping low + high and the upper one low − high, exactly
+// tq::butterfly's two results.
+template <int E>
+__device__ __forceinline__ void walsh_hadamard(float (&v)[E], int lane) {
+#pragma unroll
+  for (int stride = 1; stride < E; stride <<= 1) {
+#pragma unroll
+    for (int r = 0; r < E; ++r) {
+      if ((r & stride) == 0) tq::butterfly(v[r], v[r + stride]);
+    }
+  }
+#pragma unroll
+  for (int lane_stride = 1; lane_stride < kLanes; lane_stride <<= 1) {
+    const bool is_low = (lane & lane_stride) == 0;
+#pragma unroll
+    for (int r = 0; r < E; ++r) {
+      const float other = __shfl_xor_sync(kFullMask, v[r], lane_stride);
+      v[r] = is_low ? v[r] + other : other - v[r];
+    }
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void rotate_forward(float (&v)[kPerLane<D>], int lane) {
+  constexpr int E = kPerLane<D>;
+  const unsigned signs = lane_sign_bits<E>(lane);
+#pragma unroll
+  for (int r = 0; r < E; ++r) v[r] = tq::apply_sign(v[r], (signs >> r) & 1u);
+  walsh_hadamard<E>(v, lane);
+  const float scale = tq::rotation_scale(D);
+#pragma unroll
+  for (int r = 0; r < E; ++r) v[r] *= scale;
+}
+
+template <int D>
+__device__ __forceinline__ void rotate_inverse(float (&v)[kPerLane<D>], int lane) {
+  constexpr int E = kPerLane<D>;
+  walsh_hadamard<E>(v, lane);
+  const unsigned signs = lane_sign_bits<E>(lane);
+  const float scale = tq::rotation_scale(D);
+#pragma unroll
+  for (int r = 0; r < E; ++r) v[r] = tq::apply_sign(v[r] * scale, (signs >> r) & 1u);
+}
+
+// ---- Norms and codes (SPEC §1.2). ----
+
+// Sum of squares of each norm segment (the row for D = 256, each half for D = 512) in the
+// canonical order of codec_math.h: partial p takes segment elements p, p + 32, ... in order,
+// then an xor-shuffle tree (which leaves the same sum in every lane). Partial p must live in
+// lane p, so the row is transposed through `scratch` (D floats, this warp's own).
+template <int D>
+__device__ __forceinline__ void segment_sums_of_squares(const float (&y)[kPerLane<D>],
+                                                        float* scratch, int lane,
+                                                        float (&sums)[kNormsPerRow<D>]) {
+  constexpr int E = kPerLane<D>;
+  constexpr int kSegment = D / kNormsPerRow<D>;
+#pragma unroll
+  for (int k = 0; k < E / 4; ++k) {
+    reinterpret_cast<float4*>(scratch + lane * E)[k] =
+        make_float4(y[4 * k], y[4 * k + 1], y[4 * k + 2], y[4 * k + 3]);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int s = 0; s < kNormsPerRow<D>; ++s) {
+    float partial = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSegment / kLanes; ++i) {
+      partial = tq::add_square(partial, scratch[s * kSegment + lane + kLanes * i]);
+    }
+#pragma unroll
+    for (int offset = kLanes / 2; offset >= 1; offset >>= 1) {
+      partial = partial + __shfl_xor_sync(kFullMask, partial, offset);
+    }
+    sums[s] = partial;
+  }
+  __syncwarp();  // the caller may reuse `scratch` for the next row
+}
+
+// Encodes this warp's rotated row y: the lane's codes go to `codes` (the row's first byte),
+// the row's norms to `norms` from lane 0. `midpoints` holds the 2^bits − 1 midpoints.
+template <int D>
+__device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], int bits,
+                                               float scale_factor_d512, const float* midpoints,
+                                               float* scratch, int lane, unsigned char* codes,
+                                               float* norms, bool vectorised) {
+  constexpr int E = kPerLane<D>;
+  float sums[kNormsPerRow<D>];
+  segment_sums_of_squares<D>(y, scratch, lane, sums);
+  float factor;
+  if constexpr (D == 256) {
+    const float norm = tq::d256_norm(sums[0]);
+    factor = tq::d256_encode_scale(norm);
+    if (lane == 0) norms[0] = norm;
+  } else {
+    const float low = tq::d512_half_norm(sums[0]);
+    const float high = tq::d512_half_norm(sums[1]);
+    // A lane's E elements lie in one half: lanes 0..15 the first, 16..31 the second.
+    factor = tq::d512_encode_scale(lane < kLanes / 2 ? low : high, scale_factor_d512);
+    if (lane == 0) {
+      norms[0] = low;
+      norms[1] = high;
+    }
+  }
+  int code[E];
+#pragma unroll
+  for (int r = 0; r < E; ++r) code[r] = tq::code_of(y[r] * factor, midpoints, bits);
+  if (bits == 4) {
+    unsigned words[E / 8] = {};
+#pragma unroll
+    for (int b = 0; b < E / 2; ++b) {
+      words[b / 4] |= static_cast<unsigned>(tq::pack_nibbles(code[2 * b], code[2 * b + 1]))
+                      << (8 * (b % 4));
+    }
+    store_words<E / 8>(codes + lane * (E / 2), words, vectorised);
+  } else {
+    unsigned words[E / 4] = {};
+#pragma unroll
+    for (int r = 0; r < E; ++r) words[r / 4] |= static_cast<unsigned>(code[r]) << (8 * (r % 4));
+    store_words<E / 4>(codes + lane * E, words, vectorised);
+  }
+}
+
+// This lane's E decoded (rotated-basis) values of a row: centroid × the segment's decode scale.
+// `codebook` holds the 2^bits centroids; stray high bits of a stored code are ignored.
+template <int D>
+__device__ __forceinline__ void decode_lane(const unsigned char* codes, const float* norms,
+                                            int bits, float scale_factor_d512,
+                                            const float* codebook, int lane, bool vectorised,
+                                            float (&y)[kPerLane<D>]) {
+  constexpr int E = kPerLane<D>;
+  float scale;
+  if constexpr (D == 256) {
+    scale = tq::d256_decode_scale(norms[0]);
+  } else {
+    scale = tq::d512_decode_scale(norms[lane < kLanes / 2 ? 0 : 1], scale_factor_d512);
+  }
+  const unsigned code_mask = (1u << bits) - 1u;
+  if (bits == 4) {
+    unsigned words[E / 8];
+    load_words<E / 8>(codes + lane * (E / 2), vectorised, words);
+#pragma unroll
+    for (int r = 0; r < E; ++r) {
+      const auto byte = static_cast<unsigned char>(words[r / 8] >> (8 * ((r / 2) % 4)));
+      y[r] = codebook[tq::unpack_nibble(byte, r)] * scale;
+    }
+  } else {
+    unsigned words[E / 4];
+    load_words<E / 4>(codes + lane * E, vectorised, words);
+#pragma unroll
+    for (int r = 0; r < E; ++r) {
+      y[r] = codebook[(words[r / 4] >> (8 * (r % 4))) & code_mask] * scale;
+    }
+  }
+}
+
+}  // namespace turbodecode::cuda::warp_row
