@@ -1,0 +1,22 @@
+// CUDA backend of the HC operators (called only under TURBODECODE_WITH_CUDA). Arguments were
+// validated by the public entry points.
+#pragma once
+
+#include "hc/hc_args.h"
+#include "hc/validate_hc.h"
+#include "turbodecode/tensor.h"
+
+namespace turbodecode::cuda {
+
+void hc_split(const hc::SplitArgs& args, Stream stream);
+void hc_collapse(const hc::CollapseArgs& args, Stream stream);
+void hc_rms_norm(const hc::RmsNormArgs& args, Stream stream);
+void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream);
+void hc_expand(const hc::ExpandArgs& args, Stream stream);
+void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream);
+// workspace: the plan's zeroed workspace (see HcPrePlan).
+void hc_norm_mix(const hc::NormMixArgs& args, void* workspace, Stream stream);
+void hc_pre(const hc::PreArgs& args, void* workspace, Stream stream);
+void hc_expand_q8(const hc::ExpandQ8Args& args, Stream stream);
+
+}  // namespace turbodecode::cuda

@@ -1,0 +1,169 @@
+#include "hc/hc_cpu.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "common/f16.h"
+#include "common/thread_pool.h"
+#include "hc/hc_math.h"
+#include "q8/validate_q8.h"
+
+namespace turbodecode::hc {
+namespace {
+
+// Partial sums kept in 8 fixed lanes (element d goes to lane d % 8), added pairwise at the end:
+// vectorisable and independent of threading.
+constexpr int kLanes = 8;
+
+float sum_lanes(float* lanes) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+void add_squares(const float* u, std::int64_t width, float* lanes) {
+  std::int64_t d = 0;
+  for (; d + kLanes <= width; d += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(u[d + l], u[d + l], lanes[l]);
+  }
+  for (; d < width; ++d) lanes[d % kLanes] = fmaf(u[d], u[d], lanes[d % kLanes]);
+}
+
+void add_f16_products(const std::uint16_t* w, const float* x, std::int64_t width, float* lanes) {
+  std::int64_t d = 0;
+  for (; d + kLanes <= width; d += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(f16_to_f32(w[d + l]), x[d + l], lanes[l]);
+  }
+  for (; d < width; ++d) lanes[d % kLanes] = fmaf(f16_to_f32(w[d]), x[d], lanes[d % kLanes]);
+}
+
+void split_row(const SplitArgs& args, std::int64_t t) {
+  hc_split_row_any(args.mix.row(t), args.scale, args.base, args.n_hc, args.iters, args.eps,
+                   args.split.row(t));
+}
+
+// out = Σ_h pre[h]·x[h], streams in ascending order, vectorised along d.
+void collapse_row(const CollapseArgs& args, const float* pre, std::int64_t pre_stride,
+                  std::int64_t t) {
+  float* out = args.out.row(t);
+  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = 0.0f;
+  for (int h = 0; h < args.n_hc; ++h) {
+    const float w = pre[h * pre_stride];
+    const float* x = args.x.at(t, h);
+    for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_accumulate(out[d], w, x[d]);
+  }
+}
+
+void rms_norm_row(const RmsNormArgs& args, const float* u, std::int64_t t) {
+  float lanes[kLanes] = {};
+  add_squares(u, args.embd, lanes);
+  const float scale = hc_rms_scale(sum_lanes(lanes), args.embd, args.eps);
+  float* out = args.out.row(t);
+  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_rms_apply(u[d], scale, args.weight[d]);
+}
+
+void expand_stream(const ExpandArgs& args, std::int64_t t, int c) {
+  const float* block = args.block.row(t);
+  const float* add = args.add.data != nullptr ? args.add.row(t) : nullptr;
+  const float post = args.post.at(t, c);
+  float* out = args.out.at(t, c);
+  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_block_input(block[d], add, d) * post;
+  for (int r = 0; r < args.n_hc; ++r) {
+    const float w = args.comb.at(t, r, c);
+    const float* x = args.x.at(t, r);
+    for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_accumulate(out[d], w, x[d]);
+  }
+}
+
+// Row t's raw norm-mix sums: item k < M is Σ_i W[k][i]·x_i, item M is Σ_i x_i².
+float norm_mix_sum(const NormMixArgs& args, std::int64_t t, int k) {
+  float lanes[kLanes] = {};
+  for (int h = 0; h < args.n_hc; ++h) {
+    const float* x = args.x.at(t, h);
+    if (k == args.mix_width) {
+      add_squares(x, args.embd, lanes);
+    } else {
+      add_f16_products(args.weight + k * args.weight_stride + h * args.embd, x, args.embd, lanes);
+    }
+  }
+  return sum_lanes(lanes);
+}
+
+}  // namespace
+
+void split_cpu(const SplitArgs& args) {
+  parallel_for(args.rows, 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) split_row(args, t);
+  });
+}
+
+void collapse_cpu(const CollapseArgs& args) {
+  parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      collapse_row(args, args.pre.data + t * args.pre.row_stride, args.pre.stream_stride, t);
+    }
+  });
+}
+
+void rms_norm_cpu(const RmsNormArgs& args) {
+  parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) rms_norm_row(args, args.u.row(t), t);
+  });
+}
+
+void split_collapse_cpu(const SplitCollapseArgs& args) {
+  parallel_for(args.split.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      split_row(args.split, t);
+      collapse_row(args.collapse, args.split.split.row(t), 1, t);
+      if (args.norm.out.data != nullptr) rms_norm_row(args.norm, args.collapse.out.row(t), t);
+    }
+  });
+}
+
+void expand_cpu(const ExpandArgs& args) {
+  parallel_for(args.rows * args.n_hc, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      expand_stream(args, i / args.n_hc, static_cast<int>(i % args.n_hc));
+    }
+  });
+}
+
+void head_weights_cpu(const HeadWeightsArgs& args) {
+  for (std::int64_t t = 0; t < args.rows; ++t) {
+    for (int h = 0; h < args.n_hc; ++h) {
+      args.weights[t * args.weights_row_stride + h * args.weights_stream_stride] = hc_head_weight(
+          args.logits.at(t, h), args.scale[0], args.base[h], args.post_scale, args.eps);
+    }
+  }
+}
+
+void norm_mix_cpu(const NormMixArgs& args) {
+  const int items_per_row = args.mix_width + 1;
+  std::vector<float> sums(static_cast<std::size_t>(args.rows * items_per_row));
+  parallel_for(args.rows * items_per_row, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      sums[static_cast<std::size_t>(i)] =
+          norm_mix_sum(args, i / items_per_row, static_cast<int>(i % items_per_row));
+    }
+  });
+  const std::int64_t width = args.n_hc * args.embd;
+  for (std::int64_t t = 0; t < args.rows; ++t) {
+    const float* row = sums.data() + t * items_per_row;
+    const float rho = hc_rms_scale(row[args.mix_width], width, args.eps);
+    for (int k = 0; k < args.mix_width; ++k) args.mix.row(t)[k] = rho * row[k];
+  }
+}
+
+void pre_cpu(const PreArgs& args) {
+  norm_mix_cpu(args.norm_mix);
+  split_collapse_cpu(args.split_collapse);
+}
+
+void expand_q8_cpu(const ExpandQ8Args& args) {
+  q8::matvec_cpu(args.matvec);
+  expand_cpu(args.expand);
+}
+
+}  // namespace turbodecode::hc

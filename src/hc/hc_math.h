@@ -1,0 +1,120 @@
+// Per-element HC math shared verbatim by the CPU backend and the CUDA kernels, so that a fused
+// operator performs exactly the float operations of its unfused composition (SPEC §3). Every
+// multiply-add is an explicit fmaf: the compiler never gets to choose between fused and
+// separate roundings. The formulas themselves are stated once, in tests/oracle/hc_oracle.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/host_device.h"
+#include "turbodecode/hc.h"
+
+namespace turbodecode {
+
+// Logistic function that never exponentiates a positive number: finite and exact at the
+// extremes (σ(±1e30) is 1 / 0), NaN only for NaN input.
+TD_HOST_DEVICE float hc_sigmoid(float z) {
+  const float e = expf(-fabsf(z));
+  const float s = 1.0f / (1.0f + e);
+  return z >= 0.0f ? s : e * s;
+}
+
+// One step of the weighted sums of collapse and expand: acc + w·x with a single rounding.
+TD_HOST_DEVICE float hc_accumulate(float acc, float w, float x) {
+  return fmaf(w, x, acc);
+}
+
+// The value an expand multiplies by post: the block output, plus the optional second input.
+TD_HOST_DEVICE float hc_block_input(float block, const float* add, std::int64_t d) {
+  return add != nullptr ? block + add[d] : block;
+}
+
+// 1/sqrt(mean + ε) of an RMSNorm from the row's sum of squares.
+TD_HOST_DEVICE float hc_rms_scale(float sum_squares, std::int64_t width, float eps) {
+  return 1.0f / sqrtf(sum_squares / static_cast<float>(width) + eps);
+}
+
+// normed = (u · rms_scale) · weight.
+TD_HOST_DEVICE float hc_rms_apply(float u, float rms_scale, float weight) {
+  return u * rms_scale * weight;
+}
+
+// Sinkhorn normalisation of the n×n matrix c (row-major): one pass over rows (dim 1) or
+// columns (dim 0), each line divided by (its sum + ε), sums in ascending index order.
+template <int kFixedN>
+TD_HOST_DEVICE void hc_normalise_rows(float* c, int n, float eps) {
+  const int count = kFixedN > 0 ? kFixedN : n;
+  for (int r = 0; r < count; ++r) {
+    float sum = 0.0f;
+    for (int k = 0; k < count; ++k) sum += c[r * count + k];
+    const float inv = 1.0f / (sum + eps);
+    for (int k = 0; k < count; ++k) c[r * count + k] *= inv;
+  }
+}
+
+template <int kFixedN>
+TD_HOST_DEVICE void hc_normalise_columns(float* c, int n, float eps) {
+  const int count = kFixedN > 0 ? kFixedN : n;
+  for (int k = 0; k < count; ++k) {
+    float sum = 0.0f;
+    for (int r = 0; r < count; ++r) sum += c[r * count + k];
+    const float inv = 1.0f / (sum + eps);
+    for (int r = 0; r < count; ++r) c[r * count + k] *= inv;
+  }
+}
+
+// split of one row (SPEC §3.1): mix, base and out hold M = 2n + n² contiguous floats; scale
+// holds s0, s1, s2. kFixedN > 0 compiles the n = kFixedN path with registers only; kFixedN = 0
+// handles any n up to kMaxHcStreams.
+template <int kFixedN>
+TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const float* base, int n,
+                                 int iters, float eps, float* out) {
+  const int count = kFixedN > 0 ? kFixedN : n;
+  constexpr int kCells = kFixedN > 0 ? kFixedN * kFixedN : kMaxHcStreams * kMaxHcStreams;
+  for (int h = 0; h < count; ++h) {
+    out[h] = hc_sigmoid(fmaf(mix[h], scale[0], base[h])) + eps;
+    out[count + h] = 2.0f * hc_sigmoid(fmaf(mix[count + h], scale[1], base[count + h]));
+  }
+  float c[kCells];
+  const int comb = 2 * count;
+  for (int r = 0; r < count; ++r) {
+    float* row = c + r * count;
+    float row_max = -INFINITY;
+    for (int k = 0; k < count; ++k) {
+      row[k] = fmaf(mix[comb + r * count + k], scale[2], base[comb + r * count + k]);
+      row_max = fmaxf(row_max, row[k]);
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < count; ++k) {
+      row[k] = expf(row[k] - row_max);
+      sum += row[k];
+    }
+    const float inv = 1.0f / sum;
+    for (int k = 0; k < count; ++k) row[k] = fmaf(row[k], inv, eps);
+  }
+  hc_normalise_columns<kFixedN>(c, count, eps);
+  for (int it = 1; it < iters; ++it) {
+    hc_normalise_rows<kFixedN>(c, count, eps);
+    hc_normalise_columns<kFixedN>(c, count, eps);
+  }
+  for (int i = 0; i < count * count; ++i) out[comb + i] = c[i];
+}
+
+// Dispatches the n = 4 fast path.
+TD_HOST_DEVICE void hc_split_row_any(const float* mix, const float* scale, const float* base, int n,
+                                     int iters, float eps, float* out) {
+  if (n == 4) {
+    hc_split_row<4>(mix, scale, base, n, iters, eps, out);
+  } else {
+    hc_split_row<0>(mix, scale, base, n, iters, eps, out);
+  }
+}
+
+// Output-head weight (SPEC §3.5).
+TD_HOST_DEVICE float hc_head_weight(float logit, float scale, float base, float post_scale,
+                                    float eps) {
+  return post_scale * hc_sigmoid(fmaf(logit, scale, base)) + eps;
+}
+
+}  // namespace turbodecode

@@ -1,0 +1,58 @@
+// The CPU backend of the Q8_0 matvec and the Q8_0 quantizer.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "common/f16.h"
+#include "common/thread_pool.h"
+#include "common/validate.h"
+#include "q8/q8_row_dot.h"
+#include "q8/validate_q8.h"
+#include "turbodecode/q8.h"
+
+namespace turbodecode {
+namespace q8 {
+
+void matvec_cpu(const MatvecArgs& args) {
+  const std::int64_t items = args.tokens * args.out_rows;
+  parallel_for(items, 64, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t = i / args.out_rows;
+      const std::int64_t r = i % args.out_rows;
+      args.out[t * args.out_stride + r] = row_dot_cpu(
+          args.weight + r * args.row_stride_bytes, args.input + t * args.input_stride, args.cols);
+    }
+  });
+}
+
+}  // namespace q8
+
+void quantize_q8_0(const TensorView& src, const TensorView& dst) {
+  check_rows(src, "src", Device::cpu, DType::f32, {kAnyExtent, kAnyExtent});
+  const std::int64_t rows = src.shape[0];
+  const std::int64_t cols = src.shape[1];
+  check_arg(cols % kQ8BlockValues == 0, "src", "width must be a multiple of 32");
+  check_rows(dst, "dst", Device::cpu, DType::u8, {rows, q8_row_bytes(cols)});
+  check_disjoint(src, "src", dst, "dst");
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* x = src.as<const float>() + r * src.strides[0];
+    std::uint8_t* out = dst.as<std::uint8_t>() + r * dst.strides[0];
+    for (std::int64_t b = 0; b < cols / kQ8BlockValues; ++b) {
+      const float* xb = x + b * kQ8BlockValues;
+      std::uint8_t* block = out + b * kQ8BlockBytes;
+      float amax = 0.0f;
+      for (int j = 0; j < kQ8BlockValues; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const std::uint16_t d_bits = f32_to_f16(amax / 127.0f);
+      std::memcpy(block, &d_bits, sizeof d_bits);
+      const float d = f16_to_f32(d_bits);
+      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      for (int j = 0; j < kQ8BlockValues; ++j) {
+        const float q = std::clamp(std::nearbyint(xb[j] * inv), -127.0f, 127.0f);
+        block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+      }
+    }
+  }
+}
+
+}  // namespace turbodecode
