@@ -27,10 +27,35 @@ const float* midpoints(int bits) {
   }
 }
 
+// Eight consecutive butterflies between low[0..8) and high[0..8): one AVX vector each way.
+void butterfly8(float* low, float* high) {
+  float a[8], b[8];
+  for (int k = 0; k < 8; ++k) {
+    a[k] = low[k];
+    b[k] = high[k];
+  }
+  for (int k = 0; k < 8; ++k) butterfly(a[k], b[k]);
+  for (int k = 0; k < 8; ++k) {
+    low[k] = a[k];
+    high[k] = b[k];
+  }
+}
+
+// Stages of stride 1, 2, 4, ..., D/2 in that order (codec_math.h). Stages below 8 stay inside
+// each group of 8 elements, so running them group by group computes the same values while
+// keeping the group in registers; wider stages run 8 lanes at a time.
 void walsh_hadamard(int head_dim, float* row) {
-  for (int stride = 1; stride < head_dim; stride <<= 1) {
+  for (int group = 0; group < head_dim; group += 8) {
+    float* g = row + group;
+    for (int stride = 1; stride < 8; stride <<= 1) {
+      for (int j = 0; j < 8; ++j) {
+        if ((j & stride) == 0) butterfly(g[j], g[j + stride]);
+      }
+    }
+  }
+  for (int stride = 8; stride < head_dim; stride <<= 1) {
     for (int block = 0; block < head_dim; block += 2 * stride) {
-      for (int j = block; j < block + stride; ++j) butterfly(row[j], row[j + stride]);
+      for (int j = block; j < block + stride; j += 8) butterfly8(row + j, row + j + stride);
     }
   }
 }
