@@ -1,0 +1,313 @@
+// append_kv on the CUDA backend against the CPU backend (SPEC §1.3, §5): the rows it writes
+// match the CPU's (F16 rows bitwise, codes and norms within the codec allowance), ring layers
+// wrap, and no byte outside the named rows ever changes (the cache starts filled with random
+// bytes or NaN poison, and every other row must keep it).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codec_agreement.h"
+#include "common/cuda_runtime.h"
+#include "common/f16.h"
+#include "test_support.h"
+#include "turbodecode/buffer.h"
+#include "turbodecode/kv_cache.h"
+
+namespace turbodecode {
+namespace {
+
+constexpr int kSlots = 3;
+constexpr int kKvHeads = 2;
+constexpr std::int64_t kCapacity = 12;
+
+struct CacheCase {
+  int head_dim;
+  RowFormat k_format, v_format;
+  LayerKind kind;
+  DType input;
+};
+
+std::string case_label(const CacheCase& c) {
+  std::string label = "D";
+  label += std::to_string(c.head_dim);
+  for (const char* part :
+       {" K ", format_name(c.k_format), " V ", format_name(c.v_format),
+        c.kind == LayerKind::ring ? " ring " : " linear ", dtype_name(c.input)}) {
+    label += part;
+  }
+  return label;
+}
+
+KvCacheConfig config_of(const CacheCase& c, Device device) {
+  KvCacheConfig config;
+  config.slots = kSlots;
+  config.n_kv_heads = kKvHeads;
+  config.capacity = kCapacity;
+  config.head_dim = c.head_dim;
+  config.kind = c.kind;
+  config.k_format = c.k_format;
+  config.v_format = c.v_format;
+  config.device = device;
+  return config;
+}
+
+// One array of a cache (K rows, K norms, V rows, V norms) and how its rows compare.
+enum class PartKind { f16_rows, codes, norms };
+struct CachePart {
+  TensorView view;
+  PartKind kind;
+  int bits;
+};
+
+std::vector<CachePart> parts_of(const KvCacheView& cache) {
+  std::vector<CachePart> parts;
+  const auto add = [&](const TensorView& rows, const TensorView& norms, RowFormat format) {
+    if (!is_quantized(format)) {
+      parts.push_back({rows, PartKind::f16_rows, 16});
+      return;
+    }
+    parts.push_back({rows, PartKind::codes, format_bits(format)});
+    parts.push_back({norms, PartKind::norms, 32});
+  };
+  add(cache.k, cache.k_norms, cache.config.k_format);
+  add(cache.v, cache.v_norms, cache.config.v_format);
+  return parts;
+}
+
+std::int64_t row_bytes_of(const CachePart& part) {
+  return part.view.shape[3] * static_cast<std::int64_t>(dtype_bytes(part.view.dtype));
+}
+
+std::vector<std::uint8_t> download(const TensorView& t) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(t.span_bytes()));
+  if (t.device == Device::cuda) {
+    cuda::copy_to_host(bytes.data(), t.data, t.span_bytes());
+  } else {
+    std::memcpy(bytes.data(), t.data, bytes.size());
+  }
+  return bytes;
+}
+
+void upload(const TensorView& t, const std::vector<std::uint8_t>& bytes) {
+  if (t.device == Device::cuda) {
+    cuda::copy_to_device(t.data, bytes.data(), static_cast<std::int64_t>(bytes.size()));
+  } else {
+    std::memcpy(t.data, bytes.data(), bytes.size());
+  }
+}
+
+// A background for every part: random bytes, or all 0xFF (NaN as f32/f16).
+std::vector<std::vector<std::uint8_t>> background_of(const KvCacheView& cache, bool poison,
+                                                     std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<std::uint8_t>> background;
+  for (const CachePart& part : parts_of(cache)) {
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(part.view.span_bytes()), 0xFF);
+    if (!poison) {
+      for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    }
+    background.push_back(std::move(bytes));
+  }
+  return background;
+}
+
+void fill(const KvCacheView& cache, const std::vector<std::vector<std::uint8_t>>& background) {
+  const auto parts = parts_of(cache);
+  for (std::size_t p = 0; p < parts.size(); ++p) upload(parts[p].view, background[p]);
+}
+
+// A batch of tokens for append_kv on one device: k, v [n, heads, D] (head stride D, or D + 1
+// to take the kernels' unaligned path), slot ids and positions.
+struct TokenBatch {
+  Buffer k, v, slots, positions;
+  TensorView k_view, v_view, slots_view, positions_view;
+};
+
+std::vector<std::uint8_t> token_bytes(std::int64_t tokens, int head_dim, DType dtype,
+                                      std::int64_t head_stride, std::uint64_t seed) {
+  const auto values =
+      testing::gaussian(static_cast<std::size_t>(tokens * kKvHeads * head_stride), seed, 2.0f);
+  const auto element = static_cast<std::int64_t>(dtype_bytes(dtype));
+  std::vector<std::uint8_t> bytes(values.size() * static_cast<std::size_t>(element));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint8_t* at = bytes.data() + i * static_cast<std::size_t>(element);
+    if (dtype == DType::f32) {
+      std::memcpy(at, &values[i], 4);
+    } else {
+      const std::uint16_t half =
+          dtype == DType::f16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+      std::memcpy(at, &half, 2);
+    }
+  }
+  return bytes;
+}
+
+TokenBatch make_batch(Device device, const CacheCase& c, const std::vector<std::int32_t>& slots,
+                      const std::vector<std::int32_t>& positions, bool padded, std::uint64_t seed) {
+  const auto n = static_cast<std::int64_t>(slots.size());
+  const std::int64_t head_stride = c.head_dim + (padded ? 1 : 0);
+  TokenBatch b;
+  const auto make_rows = [&](Buffer& buffer, TensorView& view, std::uint64_t s) {
+    buffer = testing::to_device(device, token_bytes(n, c.head_dim, c.input, head_stride, s));
+    view = TensorView::contiguous(buffer.data(), c.input, {n, kKvHeads, c.head_dim}, device);
+    view.strides = {kKvHeads * head_stride, head_stride, 1, 0};
+  };
+  make_rows(b.k, b.k_view, seed);
+  make_rows(b.v, b.v_view, seed + 1);
+  b.slots = testing::to_device(device, slots);
+  b.positions = testing::to_device(device, positions);
+  b.slots_view = TensorView::contiguous(b.slots.data(), DType::i32, {n}, device);
+  b.positions_view = TensorView::contiguous(b.positions.data(), DType::i32, {n}, device);
+  return b;
+}
+
+// Compares every row of every part: rows named in `targets` (slot · capacity + row) against
+// the CPU backend's, all others against the background.
+void expect_cache_matches(const KvCacheView& cpu, const KvCacheView& gpu,
+                          const std::vector<std::vector<std::uint8_t>>& background,
+                          const std::set<std::int64_t>& targets) {
+  const auto cpu_parts = parts_of(cpu);
+  const auto gpu_parts = parts_of(gpu);
+  for (std::size_t p = 0; p < gpu_parts.size(); ++p) {
+    SCOPED_TRACE("cache part " + std::to_string(p));
+    const CachePart& part = gpu_parts[p];
+    const auto want = download(cpu_parts[p].view);
+    const auto got = download(part.view);
+    const std::int64_t row_bytes = row_bytes_of(part);
+    const std::int64_t rows = static_cast<std::int64_t>(got.size()) / row_bytes;
+    testing::CodeAgreement codes;
+    std::int64_t other_rows_changed = 0, rows_differing = 0;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t slot = i / (kKvHeads * kCapacity);
+      const std::int64_t target = slot * kCapacity + i % kCapacity;
+      const std::uint8_t* g = got.data() + i * row_bytes;
+      const std::uint8_t* w = want.data() + i * row_bytes;
+      if (!targets.count(target)) {
+        other_rows_changed += std::memcmp(g, background[p].data() + i * row_bytes,
+                                          static_cast<std::size_t>(row_bytes)) != 0;
+      } else if (part.kind == PartKind::codes) {
+        testing::compare_code_row(w, g, row_bytes, part.bits, codes);
+      } else if (part.kind == PartKind::norms) {
+        for (std::int64_t k = 0; k < row_bytes / 4; ++k) {
+          float a, b;
+          std::memcpy(&a, w + 4 * k, 4);
+          std::memcpy(&b, g + 4 * k, 4);
+          rows_differing += !testing::norms_agree(a, b);
+        }
+      } else {
+        rows_differing += std::memcmp(g, w, static_cast<std::size_t>(row_bytes)) != 0;
+      }
+    }
+    EXPECT_EQ(other_rows_changed, 0) << "rows outside the appended ones changed";
+    EXPECT_EQ(rows_differing, 0) << "appended rows differ from the CPU backend";
+    EXPECT_TRUE(codes.within_spec()) << codes.describe();
+  }
+}
+
+// Rounds of appends, as a server would issue them: a prefill of two slots, a decode step of
+// every slot, then a step that wraps ring layers (or fills a linear layer to its capacity).
+struct Round {
+  std::vector<std::int32_t> slots, positions;
+};
+
+std::vector<Round> rounds_for(LayerKind kind) {
+  Round prefill;
+  for (int p = 0; p < 10; ++p) {
+    prefill.slots.push_back(0);
+    prefill.positions.push_back(p);
+  }
+  for (int p = 0; p < 5; ++p) {
+    prefill.slots.push_back(2);
+    prefill.positions.push_back(p);
+  }
+  Round step{{0, 1, 2}, {10, 0, 5}};
+  Round last =
+      kind == LayerKind::ring ? Round{{0, 2, 1}, {13, 30, 12 + 11}} : Round{{0, 2, 1}, {11, 6, 11}};
+  return {prefill, step, last};
+}
+
+void run_case(const CacheCase& c, bool poison) {
+  const std::uint64_t seed = testing::fresh_seed();
+  std::string label = case_label(c);
+  label += poison ? ", NaN background, seed " : ", random background, seed ";
+  label += std::to_string(seed);
+  SCOPED_TRACE(label);
+  KvCache cpu(config_of(c, Device::cpu));
+  KvCache gpu(config_of(c, Device::cuda));
+  const auto background = background_of(gpu.view(), poison, seed);
+  fill(cpu.view(), background);
+  fill(gpu.view(), background);
+  std::set<std::int64_t> targets;
+  const auto rounds = rounds_for(c.kind);
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    const Round& round = rounds[r];
+    const bool padded = r == 1;
+    const std::uint64_t batch_seed = seed + 10 * (r + 1);
+    TokenBatch on_cpu =
+        make_batch(Device::cpu, c, round.slots, round.positions, padded, batch_seed);
+    TokenBatch on_gpu =
+        make_batch(Device::cuda, c, round.slots, round.positions, padded, batch_seed);
+    append_kv(cpu.view(), on_cpu.k_view, on_cpu.v_view, on_cpu.slots_view, on_cpu.positions_view);
+    append_kv(gpu.view(), on_gpu.k_view, on_gpu.v_view, on_gpu.slots_view, on_gpu.positions_view);
+    for (std::size_t t = 0; t < round.slots.size(); ++t) {
+      targets.insert(round.slots[t] * kCapacity + round.positions[t] % kCapacity);
+    }
+  }
+  synchronize();
+  expect_cache_matches(cpu.view(), gpu.view(), background, targets);
+}
+
+class KvCacheGpuTest : public ::testing::TestWithParam<CacheCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(KvCacheGpuTest, AppendMatchesCpuOverRandomBackground) {
+  run_case(GetParam(), false);
+}
+
+TEST_P(KvCacheGpuTest, AppendMatchesCpuOverNanBackground) {
+  run_case(GetParam(), true);
+}
+
+const CacheCase kCases[] = {
+    {256, RowFormat::f16, RowFormat::tq8, LayerKind::linear, DType::f32},
+    {256, RowFormat::f16, RowFormat::tq4, LayerKind::ring, DType::f16},
+    {256, RowFormat::f16, RowFormat::tq5, LayerKind::linear, DType::bf16},
+    {256, RowFormat::f16, RowFormat::tq6, LayerKind::ring, DType::f32},
+    {256, RowFormat::f16, RowFormat::f16, LayerKind::ring, DType::bf16},
+    {256, RowFormat::tq8, RowFormat::tq8, LayerKind::ring, DType::f32},
+    {512, RowFormat::f16, RowFormat::tq8, LayerKind::ring, DType::f32},
+    {512, RowFormat::f16, RowFormat::tq4, LayerKind::linear, DType::bf16},
+    {512, RowFormat::f16, RowFormat::tq6, LayerKind::linear, DType::f16},
+    {512, RowFormat::f16, RowFormat::f16, LayerKind::linear, DType::f16},
+    {512, RowFormat::tq8, RowFormat::tq5, LayerKind::ring, DType::f32},
+};
+
+std::string case_name(const ::testing::TestParamInfo<CacheCase>& tested) {
+  std::string name = "case";
+  name += std::to_string(tested.index);
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, KvCacheGpuTest, ::testing::ValuesIn(kCases), case_name);
+
+// A small append of each kernel variant, for compute-sanitizer's racecheck and synccheck.
+TEST(KvCacheGpuSanitizer, SmallAppends) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const CacheCase& c : {kCases[0], kCases[1], kCases[6], kCases[10]}) {
+    KvCache gpu(config_of(c, Device::cuda));
+    TokenBatch batch = make_batch(Device::cuda, c, {0, 1, 2}, {3, 0, 7}, false, 11);
+    append_kv(gpu.view(), batch.k_view, batch.v_view, batch.slots_view, batch.positions_view);
+    synchronize();
+  }
+}
+
+}  // namespace
+}  // namespace turbodecode
