@@ -92,7 +92,8 @@ HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device devi
 void hc_norm_mix(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,
                  const TensorView& mix, const TensorView& workspace, Stream stream) {
   const auto args = hc::validate_norm_mix(plan, x, mix_weight, mix, workspace);
-  TD_HC_DISPATCH(x.device, hc::norm_mix_cpu(args), cuda::hc_norm_mix(args, workspace.data, stream));
+  TD_HC_DISPATCH(x.device, hc::norm_mix_cpu(args),
+                 cuda::hc_norm_mix(plan, args, workspace.data, stream));
 }
 
 void hc_pre(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,
@@ -101,7 +102,7 @@ void hc_pre(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_we
             const TensorView& normed, const TensorView& workspace, Stream stream) {
   const auto args = hc::validate_pre(plan, x, mix_weight, scale, base, norm_weight, mix, split,
                                      collapsed, normed, workspace);
-  TD_HC_DISPATCH(x.device, hc::pre_cpu(args), cuda::hc_pre(args, workspace.data, stream));
+  TD_HC_DISPATCH(x.device, hc::pre_cpu(args), cuda::hc_pre(plan, args, workspace.data, stream));
 }
 
 void hc_expand_q8(const HcParams& params, const TensorView& weight, const TensorView& input,

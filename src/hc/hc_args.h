@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
+
 namespace turbodecode::hc {
 
 // HC state [T, n, E] with a contiguous E dimension.
@@ -11,25 +13,29 @@ struct StateIn {
   const float* data = nullptr;
   std::int64_t row_stride = 0;
   std::int64_t stream_stride = 0;
-  const float* at(std::int64_t t, int h) const { return data + t * row_stride + h * stream_stride; }
+  TD_HOST_DEVICE const float* at(std::int64_t t, int h) const {
+    return data + t * row_stride + h * stream_stride;
+  }
 };
 struct StateOut {
   float* data = nullptr;
   std::int64_t row_stride = 0;
   std::int64_t stream_stride = 0;
-  float* at(std::int64_t t, int h) const { return data + t * row_stride + h * stream_stride; }
+  TD_HOST_DEVICE float* at(std::int64_t t, int h) const {
+    return data + t * row_stride + h * stream_stride;
+  }
 };
 
 // Rows [T, width] with a contiguous width dimension; data == nullptr means absent.
 struct RowsIn {
   const float* data = nullptr;
   std::int64_t stride = 0;
-  const float* row(std::int64_t t) const { return data + t * stride; }
+  TD_HOST_DEVICE const float* row(std::int64_t t) const { return data + t * stride; }
 };
 struct RowsOut {
   float* data = nullptr;
   std::int64_t stride = 0;
-  float* row(std::int64_t t) const { return data + t * stride; }
+  TD_HOST_DEVICE float* row(std::int64_t t) const { return data + t * stride; }
 };
 
 // Per-row stream weights [T, n] (pre or post), any strides.
@@ -37,7 +43,9 @@ struct WeightsIn {
   const float* data = nullptr;
   std::int64_t row_stride = 0;
   std::int64_t stream_stride = 0;
-  float at(std::int64_t t, int h) const { return data[t * row_stride + h * stream_stride]; }
+  TD_HOST_DEVICE float at(std::int64_t t, int h) const {
+    return data[t * row_stride + h * stream_stride];
+  }
 };
 
 // comb [T, n, n], element (r, c) of row t, any strides.
@@ -46,7 +54,7 @@ struct CombIn {
   std::int64_t row_stride = 0;
   std::int64_t source_stride = 0;
   std::int64_t dest_stride = 0;
-  float at(std::int64_t t, int r, int c) const {
+  TD_HOST_DEVICE float at(std::int64_t t, int r, int c) const {
     return data[t * row_stride + r * source_stride + c * dest_stride];
   }
 };

@@ -11,10 +11,15 @@
 namespace turbodecode::hc {
 namespace {
 
+// Row groups lie on the CUDA grid's y axis.
+constexpr std::int64_t kMaxPreRows = std::int64_t{65535} * kPreGroupRows;
+
 void check_params(const HcParams& params) {
   check_arg(params.n_hc >= 1 && params.n_hc <= kMaxHcStreams, "n_hc",
             "must be in [1, 16], is " + std::to_string(params.n_hc));
   check_arg(params.embd >= 1, "embd", "must be positive");
+  check_arg(params.n_hc * params.embd < (std::int64_t{1} << 31), "embd",
+            "n_hc·embd must be below 2^31");
   check_arg(params.sinkhorn_iters >= 1, "sinkhorn_iters", "must be at least 1");
   check_arg(std::isfinite(params.eps) && params.eps >= 0.0f, "eps", "must be finite and >= 0");
   check_arg(std::isfinite(params.norm_eps) && params.norm_eps > 0.0f, "norm_eps",
@@ -215,7 +220,8 @@ HeadWeightsArgs validate_head_weights(const HcParams& params, float post_scale,
 
 void validate_plan(const HcPrePlan& plan) {
   check_params(plan.params);
-  check_arg(plan.max_rows >= 1, "plan", "max_rows must be positive (use plan_hc_pre)");
+  check_arg(plan.max_rows >= 1 && plan.max_rows <= kMaxPreRows, "max_rows",
+            "must be in [1, " + std::to_string(kMaxPreRows) + "]");
   const std::int64_t width = plan.params.n_hc * plan.params.embd;
   const std::int64_t expected =
       plan.device == Device::cpu

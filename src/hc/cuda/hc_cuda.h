@@ -15,8 +15,9 @@ void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream);
 void hc_expand(const hc::ExpandArgs& args, Stream stream);
 void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream);
 // workspace: the plan's zeroed workspace (see HcPrePlan).
-void hc_norm_mix(const hc::NormMixArgs& args, void* workspace, Stream stream);
-void hc_pre(const hc::PreArgs& args, void* workspace, Stream stream);
+void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
+                 Stream stream);
+void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream);
 void hc_expand_q8(const hc::ExpandQ8Args& args, Stream stream);
 
 }  // namespace turbodecode::cuda

@@ -1,0 +1,118 @@
+// Standalone HC kernels (split, collapse, RMSNorm, expand, head weights) and the fused
+// split + collapse (+ RMSNorm) kernel.
+#include "common/cuda_check.cuh"
+#include "hc/cuda/hc_cuda.h"
+#include "hc/cuda/hc_rows.cuh"
+
+namespace turbodecode::cuda {
+namespace {
+
+constexpr int kSplitThreads = 128;
+constexpr int kExpandThreads = 256;
+// Rows on the grid's y axis, looped when T exceeds the grid limit.
+constexpr std::int64_t kMaxGridY = 65535;
+
+unsigned grid_rows(std::int64_t rows) {
+  return static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY);
+}
+unsigned blocks_for(std::int64_t items, int threads) {
+  return static_cast<unsigned>((items + threads - 1) / threads);
+}
+
+__global__ void split_kernel(const hc::SplitArgs args) {
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= args.rows) return;
+  hc_split_row_any(args.mix.row(t), args.scale, args.base, args.n_hc, args.iters, args.eps,
+                   args.split.row(t));
+}
+
+__global__ void __launch_bounds__(kRowThreads) collapse_kernel(const hc::CollapseArgs args) {
+  __shared__ float pre[kMaxHcStreams];
+  for (std::int64_t t = blockIdx.x; t < args.rows; t += gridDim.x) {
+    __syncthreads();
+    const int h = static_cast<int>(threadIdx.x);
+    if (h < args.n_hc) pre[h] = args.pre.at(t, h);
+    __syncthreads();
+    collapse_row_block(args, pre, t);
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(const hc::RmsNormArgs args) {
+  __shared__ float scratch[kRowWarps];
+  for (std::int64_t t = blockIdx.x; t < args.rows; t += gridDim.x) {
+    rms_norm_row_block(args, args.u.row(t), t, scratch);
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    split_collapse_kernel(const hc::SplitCollapseArgs args) {
+  __shared__ float split_row[hc_mix_width(kMaxHcStreams)];
+  __shared__ float scratch[kRowWarps];
+  for (std::int64_t t = blockIdx.x; t < args.split.rows; t += gridDim.x) {
+    __syncthreads();  // split_row of the previous row is no longer read
+    split_row_block(args.split, args.split.mix.row(t), t, split_row);
+    collapse_row_block(args.collapse, split_row, t);
+    if (args.norm.out.data != nullptr) {
+      rms_norm_row_block(args.norm, args.collapse.out.row(t), t, scratch);
+    }
+  }
+}
+
+template <int kFixedN>
+__global__ void __launch_bounds__(kExpandThreads) expand_kernel(const hc::ExpandArgs args) {
+  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x;
+  if (d >= args.embd) return;
+  for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
+    const float* add = args.add.data != nullptr ? args.add.row(t) : nullptr;
+    expand_element<kFixedN>(args, t, d, hc_block_input(args.block.row(t)[d], add, d));
+  }
+}
+
+__global__ void head_weights_kernel(const hc::HeadWeightsArgs args) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= args.rows * args.n_hc) return;
+  const std::int64_t t = i / args.n_hc;
+  const int h = static_cast<int>(i % args.n_hc);
+  args.weights[t * args.weights_row_stride + h * args.weights_stream_stride] =
+      hc_head_weight(args.logits.at(t, h), args.scale[0], args.base[h], args.post_scale, args.eps);
+}
+
+}  // namespace
+
+void hc_split(const hc::SplitArgs& args, Stream stream) {
+  split_kernel<<<blocks_for(args.rows, kSplitThreads), kSplitThreads, 0, native(stream)>>>(args);
+  TD_CUDA_CHECK_LAUNCH("split_kernel");
+}
+
+void hc_collapse(const hc::CollapseArgs& args, Stream stream) {
+  collapse_kernel<<<grid_rows(args.rows), kRowThreads, 0, native(stream)>>>(args);
+  TD_CUDA_CHECK_LAUNCH("collapse_kernel");
+}
+
+void hc_rms_norm(const hc::RmsNormArgs& args, Stream stream) {
+  rms_norm_kernel<<<grid_rows(args.rows), kRowThreads, 0, native(stream)>>>(args);
+  TD_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream) {
+  split_collapse_kernel<<<grid_rows(args.split.rows), kRowThreads, 0, native(stream)>>>(args);
+  TD_CUDA_CHECK_LAUNCH("split_collapse_kernel");
+}
+
+void hc_expand(const hc::ExpandArgs& args, Stream stream) {
+  const dim3 grid(blocks_for(args.embd, kExpandThreads), grid_rows(args.rows));
+  if (args.n_hc == 4) {
+    expand_kernel<4><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+  } else {
+    expand_kernel<0><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+  }
+  TD_CUDA_CHECK_LAUNCH("expand_kernel");
+}
+
+void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream) {
+  head_weights_kernel<<<blocks_for(args.rows * args.n_hc, kSplitThreads), kSplitThreads, 0,
+                        native(stream)>>>(args);
+  TD_CUDA_CHECK_LAUNCH("head_weights_kernel");
+}
+
+}  // namespace turbodecode::cuda

@@ -1,0 +1,178 @@
+// norm-mix and HC-pre in one launch. Grid: (chunk of the n·E row, group of kPreGroupRows
+// rows). Each block writes its chunk's partial dot products and sum of squares to the
+// workspace; the last block of a group to arrive (a counter it resets to zero) combines the
+// partials in chunk order and finishes the group's rows: mix, then for HC-pre split, collapse
+// and RMSNorm with the same block routines as the standalone kernels.
+#include <cuda_fp16.h>
+
+#include "common/cuda_check.cuh"
+#include "hc/cuda/hc_cuda.h"
+#include "hc/cuda/hc_rows.cuh"
+#include "hc/pre_workspace.h"
+
+namespace turbodecode::cuda {
+namespace {
+
+using hc::kPreChunkWidth;
+using hc::kPreGroupRows;
+constexpr int kLaneElements = kPreChunkWidth / kWarpSize;
+static_assert(kPreChunkWidth == kRowThreads, "one chunk element per thread when staging x");
+constexpr int kMaxMixWidth = hc_mix_width(kMaxHcStreams);
+
+struct PreLaunch {
+  hc::NormMixArgs norm_mix;
+  hc::SplitCollapseArgs split_collapse;  // read only by the HC-pre variant
+  float* partials = nullptr;             // [rows][chunks][M + 1]
+  unsigned* counters = nullptr;          // [groups]
+  int chunks = 0;
+};
+
+__device__ __forceinline__ float* partial_slot(const PreLaunch& p, std::int64_t t, int chunk) {
+  return p.partials + (t * p.chunks + chunk) * (p.norm_mix.mix_width + 1);
+}
+
+// Chunk `chunk` of rows t0 .. t0 + rows_here: partial Σ W·x per mix output and Σ x² per row.
+// Lane l of every warp owns chunk elements l + 32·j, so a row's partials never depend on the
+// other rows of its group.
+__device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, int rows_here,
+                               float (*xs)[kPreChunkWidth]) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const std::int64_t width = a.n_hc * a.embd;
+  const std::int64_t begin = static_cast<std::int64_t>(chunk) * kPreChunkWidth;
+  for (int idx = threadIdx.x; idx < rows_here * kPreChunkWidth; idx += kRowThreads) {
+    const int r = idx / kPreChunkWidth;
+    const std::int64_t i = begin + idx % kPreChunkWidth;
+    float v = 0.0f;
+    if (i < width) {
+      const int h = static_cast<int>(i / a.embd);
+      v = a.x.at(t0 + r, h)[i - h * a.embd];
+    }
+    xs[r][idx % kPreChunkWidth] = v;
+  }
+  __syncthreads();
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  if (warp < rows_here) {
+    float squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kLaneElements; ++j) {
+      const float v = xs[warp][lane + kWarpSize * j];
+      squares = fmaf(v, v, squares);
+    }
+    squares = warp_sum(squares);
+    if (lane == 0) partial_slot(p, t0 + warp, chunk)[a.mix_width] = squares;
+  }
+  for (int k = warp; k < a.mix_width; k += kRowWarps) {
+    const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
+    float w[kLaneElements];
+#pragma unroll
+    for (int j = 0; j < kLaneElements; ++j) {
+      const int e = lane + kWarpSize * j;
+      w[j] = begin + e < width ? __half2float(__ushort_as_half(__ldg(w_row + e))) : 0.0f;
+    }
+    for (int r = 0; r < rows_here; ++r) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kLaneElements; ++j) acc = fmaf(w[j], xs[r][lane + kWarpSize * j], acc);
+      acc = warp_sum(acc);
+      if (lane == 0) partial_slot(p, t0 + r, chunk)[k] = acc;
+    }
+  }
+}
+
+// Counts this block in; true for the last block of the group, which also resets the counter
+// for the next launch. The fences order the partials before the count (writers) and after it
+// (the last block).
+__device__ bool arrive_last(unsigned* counter, int chunks) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) + 1u == static_cast<unsigned>(chunks);
+    if (last) atomicExch(counter, 0u);
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// Combines row t's partials (each entry by one warp, chunks in a fixed lane/butterfly order)
+// and writes the mix row to `mix_row` (shared) and to the mix output. Ends synchronised.
+__device__ void finish_mix_row(const PreLaunch& p, std::int64_t t, float* totals, float* mix_row) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  for (int k = warp; k <= a.mix_width; k += kRowWarps) {
+    float total = 0.0f;
+    for (int g = lane; g < p.chunks; g += kWarpSize) total += __ldcg(partial_slot(p, t, g) + k);
+    total = warp_sum(total);
+    if (lane == 0) totals[k] = total;
+  }
+  __syncthreads();
+  const float rho = hc_rms_scale(totals[a.mix_width], a.n_hc * a.embd, a.eps);
+  for (int k = threadIdx.x; k < a.mix_width; k += kRowThreads) {
+    const float v = rho * totals[k];
+    mix_row[k] = v;
+    a.mix.row(t)[k] = v;
+  }
+  __syncthreads();
+}
+
+template <bool kFull>
+__global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
+  __shared__ float xs[kPreGroupRows][kPreChunkWidth];
+  __shared__ float totals[kMaxMixWidth + 1];
+  __shared__ float mix_row[kMaxMixWidth];
+  __shared__ float split_row[kMaxMixWidth];
+  __shared__ float scratch[kRowWarps];
+  const int chunk = static_cast<int>(blockIdx.x);
+  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kPreGroupRows;
+  const std::int64_t left = p.norm_mix.rows - t0;
+  const int rows_here = static_cast<int>(left < kPreGroupRows ? left : kPreGroupRows);
+  write_partials(p, chunk, t0, rows_here, xs);
+  if (!arrive_last(p.counters + blockIdx.y, p.chunks)) return;
+  for (int r = 0; r < rows_here; ++r) {
+    const std::int64_t t = t0 + r;
+    finish_mix_row(p, t, totals, mix_row);
+    if constexpr (kFull) {
+      const hc::SplitCollapseArgs& sc = p.split_collapse;
+      split_row_block(sc.split, mix_row, t, split_row);
+      collapse_row_block(sc.collapse, split_row, t);
+      rms_norm_row_block(sc.norm, sc.collapse.out.row(t), t, scratch);
+      __syncthreads();
+    }
+  }
+}
+
+PreLaunch make_launch(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace) {
+  PreLaunch p;
+  p.norm_mix = args;
+  p.chunks = plan.chunks;
+  p.partials = static_cast<float*>(workspace);
+  p.counters = reinterpret_cast<unsigned*>(
+      static_cast<char*>(workspace) +
+      hc::pre_partials_bytes(plan.max_rows, plan.chunks, args.mix_width));
+  return p;
+}
+
+dim3 pre_grid(const HcPrePlan& plan, std::int64_t rows) {
+  return dim3(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(hc::pre_groups(rows)));
+}
+
+}  // namespace
+
+void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
+                 Stream stream) {
+  const PreLaunch p = make_launch(plan, args, workspace);
+  pre_kernel<false><<<pre_grid(plan, args.rows), kRowThreads, 0, native(stream)>>>(p);
+  TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
+}
+
+void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
+  PreLaunch p = make_launch(plan, args.norm_mix, workspace);
+  p.split_collapse = args.split_collapse;
+  pre_kernel<true><<<pre_grid(plan, args.norm_mix.rows), kRowThreads, 0, native(stream)>>>(p);
+  TD_CUDA_CHECK_LAUNCH("pre_kernel<hc-pre>");
+}
+
+}  // namespace turbodecode::cuda

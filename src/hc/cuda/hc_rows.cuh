@@ -1,0 +1,95 @@
+// Block-level row routines shared by the standalone HC kernels and the fused ones (HC-pre,
+// split + collapse + norm), so that fused and unfused launches do identical float operations:
+// every routine maps element d to thread d mod kRowThreads and reduces in a fixed order.
+#pragma once
+
+#include <cstdint>
+
+#include "hc/hc_args.h"
+#include "hc/hc_math.h"
+#include "q8/cuda/q8_warp_dot.cuh"
+
+namespace turbodecode::cuda {
+
+inline constexpr int kRowThreads = 256;
+inline constexpr int kRowWarps = kRowThreads / kWarpSize;
+
+// Sum over a block of kRowThreads threads: warp butterflies, then the warp totals in warp
+// order. `scratch` holds kRowWarps floats. Every thread gets the total.
+__device__ __forceinline__ float block_sum(float value, float* scratch) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  value = warp_sum(value);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  float total = lane < kRowWarps ? scratch[lane] : 0.0f;
+  return warp_sum(total);
+}
+
+// collapsed row t = Σ_h pre[h]·x[t][h] (pre: n values in shared or global memory).
+__device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args, const float* pre,
+                                                   std::int64_t t) {
+  float* out = args.out.row(t);
+  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
+    float acc = 0.0f;
+    for (int h = 0; h < args.n_hc; ++h) acc = hc_accumulate(acc, pre[h], args.x.at(t, h)[d]);
+    out[d] = acc;
+  }
+}
+
+// Weighted RMSNorm of row u (each thread reads back only the elements it owns, so u may have
+// just been written by the same threads).
+__device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, const float* u,
+                                                   std::int64_t t, float* scratch) {
+  float squares = 0.0f;
+  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
+    squares = fmaf(u[d], u[d], squares);
+  }
+  const float scale = hc_rms_scale(block_sum(squares, scratch), args.embd, args.eps);
+  float* out = args.out.row(t);
+  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
+    out[d] = hc_rms_apply(u[d], scale, args.weight[d]);
+  }
+}
+
+// split of row t by thread 0 into shared `split_row` (M floats), then copied to the split
+// output by the whole block. Ends synchronised.
+__device__ __forceinline__ void split_row_block(const hc::SplitArgs& args, const float* mix,
+                                                std::int64_t t, float* split_row) {
+  if (threadIdx.x == 0) {
+    hc_split_row_any(mix, args.scale, args.base, args.n_hc, args.iters, args.eps, split_row);
+  }
+  __syncthreads();
+  const int m = hc_mix_width(args.n_hc);
+  for (int k = threadIdx.x; k < m; k += kRowThreads) args.split.row(t)[k] = split_row[k];
+}
+
+// Expanded values of element d of row t for every destination stream c, from v (the block
+// input) and the n source values x_d[r]; kFixedN > 0 unrolls n = kFixedN.
+template <int kFixedN>
+__device__ __forceinline__ void expand_column(const hc::ExpandArgs& args, std::int64_t t,
+                                              std::int64_t d, float v, const float* x_d) {
+  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+#pragma unroll
+  for (int c = 0; c < n; ++c) {
+    float acc = v * args.post.at(t, c);
+#pragma unroll
+    for (int r = 0; r < n; ++r) acc = hc_accumulate(acc, args.comb.at(t, r, c), x_d[r]);
+    args.out.at(t, c)[d] = acc;
+  }
+}
+
+// Loads x[t][r][d] for every source stream r, then expands element d.
+template <int kFixedN>
+__device__ __forceinline__ void expand_element(const hc::ExpandArgs& args, std::int64_t t,
+                                               std::int64_t d, float v) {
+  constexpr int kSlots = kFixedN > 0 ? kFixedN : kMaxHcStreams;
+  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+  float x_d[kSlots];
+#pragma unroll
+  for (int r = 0; r < n; ++r) x_d[r] = args.x.at(t, r)[d];
+  expand_column<kFixedN>(args, t, d, v, x_d);
+}
+
+}  // namespace turbodecode::cuda
