@@ -137,7 +137,8 @@ void expect_stored_row(const KvCacheConfig& c, RowFormat format, const TensorVie
     norms_d.push_back(got_norms[b]);
   }
   for (int j = 0; j < d; ++j) {
-    const bool near_boundary = oracle::tq_boundary_distance(bits, want.scaled[j]) <= 1e-6;
+    const bool near_boundary =
+        oracle::tq_boundary_distance(bits, want.scaled[j]) <= oracle::kTqBoundaryTolerance;
     ASSERT_TRUE(got[j] == want.codes[j] || (near_boundary && std::abs(got[j] - want.codes[j]) == 1))
         << "code " << j << ": " << got[j] << " vs oracle " << want.codes[j];
   }
