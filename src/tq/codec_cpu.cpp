@@ -11,7 +11,7 @@ namespace turbodecode::tq {
 namespace {
 
 constexpr int kMaxHeadDim = 512;
-// Rows per parallel_for chunk: a row is ~10 µs of work at D = 512.
+// Rows per parallel_for chunk: encoding a row takes a few µs.
 constexpr std::int64_t kRowGrain = 16;
 
 const float* midpoints(int bits) {
