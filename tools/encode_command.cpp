@@ -1,0 +1,165 @@
+// `turbodecode encode`: TurboQuant-HB round trip of a user tensor's rows (encode, decode,
+// un-rotate) with quality statistics per format, optionally saving codes, norms and the
+// decoded tensor.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "common/validate.h"
+#include "device_tensor.h"
+#include "fidelity.h"
+#include "global_options.h"
+#include "tensor_files.h"
+#include "turbodecode/tq_codec.h"
+
+namespace turbodecode::cli {
+namespace {
+
+struct EncodeOptions {
+  std::string input;
+  std::string name;
+  std::string format = "all";
+  int bits = 0;
+  float scale_factor_d512 = 1.0f;
+  std::string output;
+};
+
+struct FormatRoundTrip {
+  RowFormat format;
+  Fidelity fidelity;
+  HostTensor codes, norms, decoded;
+};
+
+std::vector<RowFormat> chosen_formats(const EncodeOptions& options) {
+  if (options.bits != 0) {
+    check_arg(options.format == "all", "--bits", "give either --bits or --format, not both");
+    return {parse_format("tq" + std::to_string(options.bits))};
+  }
+  if (options.format == "all")
+    return {RowFormat::tq4, RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+  const RowFormat format = parse_format(options.format);
+  check_arg(is_quantized(format), "--format", "must be a TurboQuant format (tq4, tq5, tq6, tq8)");
+  return {format};
+}
+
+FormatRoundTrip round_trip(const CodecParams& params, const DeviceTensor& x,
+                           const std::vector<float>& original) {
+  const std::int64_t rows = x.view().shape[0];
+  const int dim = params.head_dim;
+  DeviceTensor codes(x.view().device, DType::u8, {rows, row_bytes(params.format, dim)});
+  DeviceTensor norms(x.view().device, DType::f32, {rows, norms_per_row(dim)});
+  DeviceTensor decoded(x.view().device, DType::f32, {rows, dim});
+  encode_rows(params, x.view(), codes.view(), norms.view());
+  decode_rows(params, codes.view(), norms.view(), decoded.view());
+  unrotate_rows(dim, decoded.view(), decoded.view());
+  synchronize();
+  FormatRoundTrip result{params.format, {}, codes.to_host(), norms.to_host(), decoded.to_host()};
+  result.fidelity.add_rows(reinterpret_cast<const float*>(result.decoded.bytes.data()),
+                           original.data(), rows, dim);
+  return result;
+}
+
+nlohmann::ordered_json round_trip_json(const FormatRoundTrip& trip, int dim) {
+  return {{"format", format_name(trip.format)},
+          {"bytes_per_row", row_bytes(trip.format, dim) + 4 * norms_per_row(dim)},
+          {"cosine_mean", trip.fidelity.mean_cosine()},
+          {"cosine_min", trip.fidelity.min_cosine()},
+          {"relative_l2", trip.fidelity.relative_l2()},
+          {"max_abs_error", trip.fidelity.max_abs_error()}};
+}
+
+void report(const EncodeOptions& options, const HostTensor& input,
+            const std::vector<FormatRoundTrip>& trips, int dim) {
+  const std::int64_t rows = input.numel() / dim;
+  if (global_options().json) {
+    nlohmann::ordered_json json = {
+        {"input", options.input}, {"dtype", dtype_name(input.dtype)},
+        {"shape", input.shape},   {"head_dim", dim},
+        {"rows", rows},           {"device", device_name(global_options().device)}};
+    for (const FormatRoundTrip& trip : trips) json["formats"].push_back(round_trip_json(trip, dim));
+    fmt::print("{}\n", json.dump(2));
+    return;
+  }
+  fmt::print("{}: {} {} rows of D {} ({}), round trip encode -> decode -> un-rotate\n",
+             options.input, rows, dtype_name(input.dtype), dim,
+             device_name(global_options().device));
+  fmt::print("{:<6} {:>10} {:>12} {:>12} {:>10} {:>12}\n", "format", "bytes/row", "cosine mean",
+             "cosine min", "rel L2", "max abs err");
+  for (const FormatRoundTrip& trip : trips) {
+    fmt::print("{:<6} {:>10} {:>12.6f} {:>12.6f} {:>10.3e} {:>12.4e}\n", format_name(trip.format),
+               row_bytes(trip.format, dim) + 4 * norms_per_row(dim), trip.fidelity.mean_cosine(),
+               trip.fidelity.min_cosine(), trip.fidelity.relative_l2(),
+               trip.fidelity.max_abs_error());
+  }
+}
+
+// Codes and norms keep the input's leading dimensions; the decoded tensor has its full shape.
+void write_outputs(const std::string& path, const HostTensor& input,
+                   std::vector<FormatRoundTrip>& trips) {
+  check_arg(path.ends_with(".safetensors"), "--output", "must be a .safetensors file");
+  std::vector<std::int64_t> leading(input.shape.begin(), input.shape.end() - 1);
+  NamedTensors tensors;
+  for (FormatRoundTrip& trip : trips) {
+    const std::string prefix = std::string(format_name(trip.format)) + ".";
+    std::vector<std::int64_t> codes_shape = leading, norms_shape = leading;
+    codes_shape.push_back(trip.codes.shape.back());
+    norms_shape.push_back(trip.norms.shape.back());
+    tensors.emplace_back(prefix + "codes", reshaped(std::move(trip.codes), codes_shape, "codes"));
+    tensors.emplace_back(prefix + "norms", reshaped(std::move(trip.norms), norms_shape, "norms"));
+    tensors.emplace_back(prefix + "decoded",
+                         reshaped(std::move(trip.decoded), input.shape, "decoded"));
+  }
+  write_tensor_file(path, tensors);
+}
+
+void run_encode(const EncodeOptions& options) {
+  const HostTensor input = read_tensor_file(options.input, options.name);
+  check_arg(!input.shape.empty(), options.input, "needs at least one dimension (rows of D values)");
+  const auto dim = static_cast<int>(input.shape.back());
+  check_arg(dim == 256 || dim == 512, options.input, "last dimension (D) must be 256 or 512");
+  const std::int64_t rows = input.numel() / dim;
+  check_arg(rows > 0, options.input, "holds no rows");
+  const std::vector<float> original = values_as_f32(input, options.input);
+  // The file's own dtype goes to the device: the encoder widens f16/bf16 itself.
+  const DeviceTensor x(global_options().device, reshaped(input, {rows, dim}, options.input));
+
+  std::vector<FormatRoundTrip> trips;
+  for (RowFormat format : chosen_formats(options)) {
+    trips.push_back(round_trip({dim, format, options.scale_factor_d512}, x, original));
+  }
+  report(options, input, trips, dim);
+  if (!options.output.empty()) write_outputs(options.output, input, trips);
+}
+
+}  // namespace
+
+void register_encode_command(CLI::App& app) {
+  static EncodeOptions options;
+  CLI::App* command = app.add_subcommand(
+      "encode",
+      "Round-trip a tensor's rows (last dimension D = 256 or 512) through the TurboQuant-HB "
+      "codec and report cosine, relative L2 and max abs error per format");
+  command->add_option("input", options.input, "Input tensor file (.npy or .safetensors)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command->add_option("--name", options.name,
+                      "Tensor to read from a .safetensors file (optional if it holds one)");
+  command->add_option("--format", options.format, "tq4, tq5, tq6, tq8, or all")
+      ->capture_default_str();
+  command->add_option("--bits", options.bits, "Shorthand for --format tqBITS")
+      ->check(CLI::IsMember({4, 5, 6, 8}));
+  command
+      ->add_option("--scale-factor-d512", options.scale_factor_d512,
+                   "Scale factor sf of D = 512 rows (SPEC 1.2)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--output", options.output,
+                      "Write <format>.codes, <format>.norms and <format>.decoded to this "
+                      ".safetensors file");
+  command->callback([] { run_encode(options); });
+}
+
+}  // namespace turbodecode::cli
