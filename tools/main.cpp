@@ -19,17 +19,18 @@ int main(int argc, char** argv) {
   register_encode_command(app);
   register_attention_command(app);
   app.require_subcommand(0, 1);
-  // Global settings must be in force before any subcommand callback touches the library.
-  app.parse_complete_callback(apply_global_options);
-
-  try {
-    app.parse(argc, argv);
-    if (app.get_subcommands().empty()) {
-      main_job.run();
-    } else if (main_job.options->count_all() > 0) {
+  // Runs after parsing, before any subcommand's callback touches the library.
+  app.parse_complete_callback([&] {
+    if (!app.get_subcommands().empty() && main_job.options->count_all() > 0) {
       throw turbodecode::InvalidArgument("--context/--steps/--v-formats/--k-format",
                                          "apply to the main job only, not to a subcommand");
     }
+    apply_global_options();
+  });
+
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) main_job.run();
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const std::exception& error) {

@@ -1,0 +1,179 @@
+// Runs the turbodecode CLI binary on small inputs and checks what it prints and writes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "common/f16.h"
+#include "oracle/attention_oracle.h"
+#include "test_support.h"
+#include "turbodecode/io.h"
+
+namespace turbodecode {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// The CLI sits in the build tree's root, one level above this test executable.
+fs::path cli_path() {
+  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "turbodecode";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(cli_path())) GTEST_SKIP() << "CLI not built at " << cli_path();
+    seed_ = testing::fresh_seed();
+    dir_ = fs::temp_directory_path() / ("turbodecode_cli_test_" + std::to_string(seed_));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  CommandResult run(const std::string& arguments) const {
+    const fs::path err_file = dir_ / "stderr.txt";
+    const std::string command = cli_path().string() + " " + arguments + " 2>" + err_file.string();
+    CommandResult result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe) return result;
+    char chunk[4096];
+    for (std::size_t n; (n = fread(chunk, 1, sizeof chunk, pipe)) > 0;) result.out.append(chunk, n);
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    FILE* err = std::fopen(err_file.c_str(), "r");
+    for (std::size_t n; err && (n = fread(chunk, 1, sizeof chunk, err)) > 0;)
+      result.err.append(chunk, n);
+    if (err) std::fclose(err);
+    return result;
+  }
+
+  static nlohmann::json parse_json(const CommandResult& result) {
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return nlohmann::json::parse(result.out);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::uint64_t seed_ = 0;
+  fs::path dir_;
+};
+
+HostTensor f32_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  return HostTensor::copy_of(values.data(), DType::f32, std::move(shape));
+}
+
+HostTensor f16_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  std::vector<std::uint16_t> halves(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) halves[i] = f32_to_f16(values[i]);
+  return HostTensor::copy_of(halves.data(), DType::f16, std::move(shape));
+}
+
+TEST_F(Cli, EncodeReportsRoundTripQualityAndWritesCodes) {
+  SCOPED_TRACE(seed_);
+  const int rows = 24, dim = 512;
+  std::vector<float> x = testing::gaussian(rows * dim, seed_);
+  for (int r = 0; r < rows; ++r) x[static_cast<std::size_t>(r * dim + 3)] *= 30.0f;  // outliers
+  write_npy(path("x.npy"), f32_tensor(x, {2, rows / 2, dim}));
+
+  const nlohmann::json report =
+      parse_json(run("encode " + path("x.npy") + " --json --output " + path("codes.safetensors")));
+  EXPECT_EQ(report["rows"], rows);
+  ASSERT_EQ(report["formats"].size(), 4u);
+  const double floor_cosine[] = {0.99, 0.998, 0.999, 0.9999};  // SPEC §1.2, tq4 .. tq8
+  for (int f = 0; f < 4; ++f) {
+    EXPECT_GE(report["formats"][f]["cosine_mean"].get<double>(), floor_cosine[f]);
+  }
+
+  const NamedTensors written = read_safetensors(path("codes.safetensors"));
+  ASSERT_EQ(written.size(), 12u);
+  EXPECT_EQ(written[0].first, "tq4.codes");
+  EXPECT_EQ(written[0].second.shape, (std::vector<std::int64_t>{2, rows / 2, dim / 2}));
+  EXPECT_EQ(written[1].second.shape, (std::vector<std::int64_t>{2, rows / 2, 2}));
+  const HostTensor& decoded = written[11].second;  // tq8.decoded
+  EXPECT_EQ(decoded.shape, (std::vector<std::int64_t>{2, rows / 2, dim}));
+  const float* values = decoded.view().as<const float>();
+  std::vector<double> original(x.begin(), x.end());
+  EXPECT_LT(testing::relative_l2(std::vector<float>(values, values + x.size()), original), 0.02);
+}
+
+TEST_F(Cli, AttentionMatchesExactAttentionOnUserTensors) {
+  SCOPED_TRACE(seed_);
+  const int tokens = 200, heads = 8, kv_heads = 2, dim = 256;
+  const std::vector<float> q = testing::gaussian(heads * dim, seed_);
+  const std::vector<float> k = testing::gaussian(tokens * kv_heads * dim, seed_ + 1);
+  const std::vector<float> v = testing::gaussian(tokens * kv_heads * dim, seed_ + 2);
+  NamedTensors bundle;
+  bundle.emplace_back("q", f32_tensor(q, {heads, dim}));
+  bundle.emplace_back("k", f16_tensor(k, {tokens, kv_heads, dim}));
+  bundle.emplace_back("v", f32_tensor(v, {tokens, kv_heads, dim}));
+  write_safetensors(path("step.safetensors"), bundle);
+
+  const nlohmann::json report = parse_json(run("attention --inputs " + path("step.safetensors") +
+                                               " --v-format tq8 --json --output " + path("o.npy")));
+  EXPECT_GE(report["cosine_min"].get<double>(), 0.9995);
+
+  // Independent check of the written output: exact attention over the f16-rounded keys.
+  std::vector<float> k_rounded(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) k_rounded[i] = f16_to_f32(f32_to_f16(k[i]));
+  const std::vector<double> exact =
+      oracle::exact_attention(q, k_rounded, v, heads, kv_heads, dim, 0.0, 0.0);
+  const HostTensor out = read_npy(path("o.npy"));
+  ASSERT_EQ(out.shape, (std::vector<std::int64_t>{1, heads, dim}));
+  const float* o = out.view().as<const float>();
+  EXPECT_GE(testing::cosine(std::vector<float>(o, o + exact.size()), exact), 0.9995);
+}
+
+TEST_F(Cli, MainJobReportsEveryFormat) {
+  SCOPED_TRACE(seed_);
+  const nlohmann::json report =
+      parse_json(run("--context 300 --steps 3 --v-formats tq4,tq8,f16 --json --seed " +
+                     std::to_string(seed_ % 100000)));
+  ASSERT_EQ(report["formats"].size(), 3u);
+  const nlohmann::json& tq8 = report["formats"][1];
+  EXPECT_EQ(tq8["v_format"], "tq8");
+  // Sliding layer: ring of 1024 rows, 8 KV heads, 772 bytes per position at D 256 (SPEC §1.3).
+  EXPECT_EQ(tq8["layers"][0]["cache_bytes"], 772 * 8 * 1024);
+  EXPECT_EQ(tq8["layers"][0]["f16_cache_bytes"], 1024 * 8 * 1024);
+  EXPECT_EQ(tq8["step_ms"].size(), 3u);
+  for (const nlohmann::json& format : report["formats"]) {
+    for (const nlohmann::json& layer : format["layers"]) {
+      EXPECT_GE(layer["cosine_mean"].get<double>(), format["v_format"] == "tq4" ? 0.99 : 0.9995)
+          << format["v_format"] << " " << layer["name"];
+    }
+  }
+}
+
+TEST_F(Cli, BadInputsFailWithClearMessages) {
+  std::FILE* file = std::fopen(path("bad.npy").c_str(), "wb");
+  std::fputs("\x93NUMPY\x01\x00\x10\x00{'descr': '<f8'", file);
+  std::fclose(file);
+  CommandResult result = run("encode " + path("bad.npy"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("bad.npy"), std::string::npos) << result.err;
+
+  write_npy(path("odd.npy"), HostTensor::zeros(DType::f32, {4, 100}));
+  result = run("encode " + path("odd.npy"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("256 or 512"), std::string::npos) << result.err;
+
+  result = run("encode " + path("odd.npy") + " --steps 3");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("main job"), std::string::npos) << result.err;
+
+  result = run("--v-formats tq7 --context 10 --steps 1");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("format"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace turbodecode
