@@ -1,0 +1,188 @@
+// CPU decode attention against this machine's own memory read bandwidth, measured in the same
+// run (SPEC §6 applied to the CPU backend). Shape: B = 1, L = 32,768, D = 256, 16 query / 8 KV
+// heads, F16 K with 8-bit TQ V and with F16 V. Each timed call reads a different slot of a
+// cache several times larger than the last-level cache, so the bytes come from DRAM.
+//   cpu_attention_bench [--json]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "common/thread_pool.h"
+#include "turbodecode/attention.h"
+#include "turbodecode/buffer.h"
+#include "turbodecode/kv_cache.h"
+
+namespace turbodecode {
+namespace {
+
+constexpr std::int64_t kBandwidthBufferBytes = std::int64_t{2} << 30;  // ≫ a 480 MiB LLC
+constexpr int kBandwidthPasses = 7;
+constexpr std::int64_t kLength = 32768;
+constexpr int kHeadDim = 256, kHeads = 16, kKvHeads = 8;
+constexpr std::int64_t kSlots = 6;  // rotated through: 1.2-1.6 GB of cache per format
+constexpr int kWarmupRuns = 3, kTimedRuns = 15;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+struct Bandwidth {
+  double best_gbs, median_gbs;
+};
+
+// Multithreaded streaming read: every thread sums its contiguous share with AVX2 loads.
+Bandwidth measure_read_bandwidth() {
+  Buffer buffer(Device::cpu, kBandwidthBufferBytes);
+  buffer.fill_bytes(1);
+  const auto* data = static_cast<const float*>(buffer.data());
+  constexpr std::int64_t kBlockFloats = 1 << 18;  // 1 MiB per work unit
+  const std::int64_t blocks = kBandwidthBufferBytes / 4 / kBlockFloats;
+  std::vector<double> rates;
+  volatile float sink = 0.0f;
+  for (int pass = 0; pass < kBandwidthPasses; ++pass) {
+    std::vector<float> partial(static_cast<std::size_t>(blocks));
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t b = begin; b < end; ++b) {
+        const float* p = data + b * kBlockFloats;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (std::int64_t j = 0; j < kBlockFloats; j += 32) {
+          a0 = _mm256_add_ps(a0, _mm256_load_ps(p + j));
+          a1 = _mm256_add_ps(a1, _mm256_load_ps(p + j + 8));
+          a2 = _mm256_add_ps(a2, _mm256_load_ps(p + j + 16));
+          a3 = _mm256_add_ps(a3, _mm256_load_ps(p + j + 24));
+        }
+        float lanes[8];
+        _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        partial[static_cast<std::size_t>(b)] = lanes[0] + lanes[7];
+      }
+    });
+    rates.push_back(static_cast<double>(kBandwidthBufferBytes) / seconds_since(start) / 1e9);
+    for (float x : partial) sink = sink + x;
+  }
+  return {*std::max_element(rates.begin(), rates.end()), median(rates)};
+}
+
+// Random cache contents: F16 ~ N(0, 1) from a table, codes uniform, norms near 16.
+void fill_cache(const KvCacheView& cache) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<_Float16> table(4096);
+  for (auto& t : table) t = static_cast<_Float16>(normal(rng));
+  const auto fill = [&](const TensorView& t) {
+    if (!t.present()) return;
+    if (t.dtype == DType::f16) {
+      auto* p = t.as<_Float16>();
+      for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = table[rng() & 4095];
+    } else if (t.dtype == DType::u8) {
+      auto* p = t.as<std::uint64_t>();  // storage parts are 256-byte aligned and sized
+      for (std::int64_t i = 0; i < t.numel() / 8; ++i) p[i] = rng();
+    } else {
+      auto* p = t.as<float>();
+      for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = 12.0f + static_cast<float>(rng() % 8);
+    }
+  };
+  fill(cache.k);
+  fill(cache.k_norms);
+  fill(cache.v);
+  fill(cache.v_norms);
+}
+
+struct AttentionResult {
+  std::string v_format;
+  std::int64_t bytes;
+  double median_us, gbs;
+};
+
+AttentionResult measure_attention(RowFormat v_format) {
+  const KvCacheConfig config{kSlots,         kKvHeads, kLength, kHeadDim,   LayerKind::linear,
+                             RowFormat::f16, v_format, 1.0f,    Device::cpu};
+  KvCache cache(config);
+  fill_cache(cache.view());
+  DecodeOptions options;
+  options.n_heads = kHeads;
+  const DecodePlan plan = plan_decode(config, options, 1);
+  Buffer q(Device::cpu, kHeads * kHeadDim * 4), out(Device::cpu, kHeads * kHeadDim * 4);
+  q.fill_bytes(0);
+  Buffer workspace(Device::cpu, plan.workspace_bytes);
+  const std::int32_t position = kLength - 1;
+  Buffer pos_buffer(Device::cpu, 4);
+  pos_buffer.copy_from_host(&position, 4);
+  std::vector<Buffer> slot_buffers;
+  for (std::int32_t s = 0; s < kSlots; ++s) {
+    slot_buffers.emplace_back(Device::cpu, 4);
+    slot_buffers.back().copy_from_host(&s, 4);
+  }
+  std::vector<double> times;
+  for (int run = 0; run < kWarmupRuns + kTimedRuns; ++run) {
+    const Buffer& slot = slot_buffers[static_cast<std::size_t>(run % kSlots)];
+    const auto start = std::chrono::steady_clock::now();
+    run_decode(plan, cache.view(), q.view(DType::f32, {1, kHeads, kHeadDim}),
+               slot.view(DType::i32, {1}), pos_buffer.view(DType::i32, {1}),
+               out.view(DType::f32, {1, kHeads, kHeadDim}),
+               workspace.view(DType::u8, {plan.workspace_bytes}));
+    if (run >= kWarmupRuns) times.push_back(seconds_since(start));
+  }
+  // K + V codes + norms of every visible position and KV head, plus q in and out back.
+  const std::int64_t bytes =
+      kLength * kKvHeads * bytes_per_position(config) + 2 * kHeads * kHeadDim * 4;
+  const double t = median(times);
+  return {format_name(v_format), bytes, t * 1e6, static_cast<double>(bytes) / t / 1e9};
+}
+
+}  // namespace
+}  // namespace turbodecode
+
+int main(int argc, char** argv) {
+  using namespace turbodecode;
+  const bool json = argc > 1 && std::string(argv[1]) == "--json";
+  const Bandwidth bandwidth = measure_read_bandwidth();
+  std::vector<AttentionResult> results;
+  for (RowFormat v : {RowFormat::tq8, RowFormat::f16}) results.push_back(measure_attention(v));
+
+  if (json) {
+    nlohmann::json report = {
+        {"threads", cpu_threads()},
+        {"read_bandwidth_gbs", {{"best", bandwidth.best_gbs}, {"median", bandwidth.median_gbs}}},
+        {"shape",
+         {{"batch", 1},
+          {"length", kLength},
+          {"head_dim", kHeadDim},
+          {"heads", kHeads},
+          {"kv_heads", kKvHeads}}}};
+    for (const auto& r : results) {
+      report["attention"].push_back({{"k_format", "f16"},
+                                     {"v_format", r.v_format},
+                                     {"bytes", r.bytes},
+                                     {"median_us", r.median_us},
+                                     {"gbs", r.gbs},
+                                     {"fraction_of_read_bw", r.gbs / bandwidth.best_gbs}});
+    }
+    fmt::print("{}\n", report.dump(2));
+    return 0;
+  }
+  fmt::print("threads {}: read bandwidth best {:.1f} GB/s, median {:.1f} GB/s\n", cpu_threads(),
+             bandwidth.best_gbs, bandwidth.median_gbs);
+  fmt::print("decode B=1 L={} D={} heads {}/{} K f16\n", kLength, kHeadDim, kHeads, kKvHeads);
+  fmt::print("{:>8} {:>12} {:>12} {:>10} {:>12}\n", "V", "bytes", "median us", "GB/s",
+             "of read BW");
+  for (const auto& r : results) {
+    fmt::print("{:>8} {:>12} {:>12.0f} {:>10.1f} {:>11.0f}%\n", r.v_format, r.bytes, r.median_us,
+               r.gbs, 100.0 * r.gbs / bandwidth.best_gbs);
+  }
+  return 0;
+}
