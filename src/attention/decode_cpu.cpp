@@ -140,7 +140,8 @@ struct DecodeJob {
   void* workspace;
   CpuWorkspaceLayout layout;
   SplitPolicy policy;
-  int group;  // query heads per KV head
+  int group;       // query heads per KV head
+  bool rotated_q;  // TQ K: scores use R_D(q)
 
   std::int32_t slot(std::int64_t query) const {
     return slot_ids.as<const std::int32_t>()[query * slot_ids.strides[0]];
@@ -155,7 +156,7 @@ struct DecodeJob {
   }
   // The query vector the scores use: raw for F16 K, rotated (pass 1) for TQ K.
   const float* query_vector(std::int64_t query, int head) const {
-    if (is_quantized(plan.cache.k_format)) return layout.rotated_q(workspace, query, head);
+    if (rotated_q) return layout.rotated_q(workspace, query, head);
     return row(q, query, head);
   }
 };
@@ -167,21 +168,26 @@ struct SplitScratch {
         v_values(static_cast<std::size_t>(head_dim)),
         scores(static_cast<std::size_t>(kTilePositions * group)),
         m(static_cast<std::size_t>(group)),
-        l(static_cast<std::size_t>(group)) {}
+        l(static_cast<std::size_t>(group)),
+        queries(static_cast<std::size_t>(group)) {}
   std::vector<float> k_values, v_values, scores, m, l;
+  std::vector<const float*> queries;  // the group's query vectors for the current item
 };
 
 float soft_capped(float score, float softcap) {
   return softcap > 0.0f ? softcap * std::tanh(score / softcap) : score;
 }
 
-// Scores of every group head against the K rows of one tile: scores[t·group + h].
+// Scores of every group head against the K rows of one tile: scores[h·kTilePositions + t].
 // Meanwhile prefetches the tile's V rows (read after the scores) and K rows a tile ahead.
 void score_tile(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
                 std::int64_t tile_begin, int tile_length, std::int64_t range_end,
                 SplitScratch& scratch) {
   const std::int32_t slot = job.slot(query);
   const int part = job.k.part_length();
+  const int parts = job.k.parts();
+  const float scale = job.plan.options.scale;
+  const float softcap = job.plan.options.softcap;
   float part_scales[2];
   for (int t = 0; t < tile_length; ++t) {
     const std::int64_t row = window.row(window.first + tile_begin + t);
@@ -191,13 +197,13 @@ void score_tile(const DecodeJob& job, std::int64_t query, int kv_head, const Win
     }
     job.k.decode(slot, kv_head, row, scratch.k_values.data(), part_scales);
     for (int h = 0; h < job.group; ++h) {
-      const float* qv = job.query_vector(query, kv_head * job.group + h);
+      const float* qv = scratch.queries[static_cast<std::size_t>(h)];
       float dot = 0.0f;
-      for (int b = 0; b < job.k.parts(); ++b) {
+      for (int b = 0; b < parts; ++b) {
         dot += part_scales[b] * simd::dot(qv + b * part, scratch.k_values.data() + b * part, part);
       }
-      scratch.scores[static_cast<std::size_t>(t * job.group + h)] =
-          soft_capped(dot * job.plan.options.scale, job.plan.options.softcap);
+      scratch.scores[static_cast<std::size_t>(h * kTilePositions + t)] =
+          soft_capped(dot * scale, softcap);
     }
   }
 }
@@ -208,20 +214,15 @@ void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
                     SplitScratch& scratch) {
   const int dim = job.plan.cache.head_dim;
   for (int h = 0; h < job.group; ++h) {
-    float tile_max = -INFINITY;
-    for (int t = 0; t < tile_length; ++t) {
-      tile_max = std::fmax(tile_max, scratch.scores[static_cast<std::size_t>(t * job.group + h)]);
-    }
+    float* scores = scratch.scores.data() + static_cast<std::ptrdiff_t>(h) * kTilePositions;
+    std::fill(scores + tile_length, scores + kTilePositions, -INFINITY);
     const float m_old = scratch.m[static_cast<std::size_t>(h)];
-    const float m_new = std::fmax(m_old, tile_max);
+    const float m_new = std::fmax(m_old, simd::max(scores, kTilePositions));
     const float correction = merge_weight(m_old, m_new);
     if (correction != 1.0f) simd::scale(correction, o_rows[h], dim);
+    simd::exp_shifted(scores, m_new, kTilePositions);
     float l = scratch.l[static_cast<std::size_t>(h)] * correction;
-    for (int t = 0; t < tile_length; ++t) {
-      float& s = scratch.scores[static_cast<std::size_t>(t * job.group + h)];
-      s = merge_weight(s, m_new);
-      l += s;
-    }
+    for (int t = 0; t < tile_length; ++t) l += scores[t];
     scratch.m[static_cast<std::size_t>(h)] = m_new;
     scratch.l[static_cast<std::size_t>(h)] = l;
   }
@@ -233,13 +234,14 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
                        SplitScratch& scratch) {
   const std::int32_t slot = job.slot(query);
   const int part = job.v.part_length();
+  const int parts = job.v.parts();
   float part_scales[2];
   for (int t = 0; t < tile_length; ++t) {
     const std::int64_t row = window.row(window.first + tile_begin + t);
     job.v.decode(slot, kv_head, row, scratch.v_values.data(), part_scales);
     for (int h = 0; h < job.group; ++h) {
-      const float weight = scratch.scores[static_cast<std::size_t>(t * job.group + h)];
-      for (int b = 0; b < job.v.parts(); ++b) {
+      const float weight = scratch.scores[static_cast<std::size_t>(h * kTilePositions + t)];
+      for (int b = 0; b < parts; ++b) {
         simd::axpy(weight * part_scales[b], scratch.v_values.data() + b * part,
                    o_rows[h] + b * part, part);
       }
@@ -259,6 +261,9 @@ void attend_split(const DecodeJob& job, std::int64_t query, int kv_head, int spl
     o_rows[static_cast<std::size_t>(h)] =
         job.layout.partial_o(job.workspace, query, kv_head * job.group + h, split);
     std::fill_n(o_rows[static_cast<std::size_t>(h)], dim, 0.0f);
+  }
+  for (int h = 0; h < job.group; ++h) {
+    scratch.queries[static_cast<std::size_t>(h)] = job.query_vector(query, kv_head * job.group + h);
   }
   std::fill(scratch.m.begin(), scratch.m.end(), -INFINITY);
   std::fill(scratch.l.begin(), scratch.l.end(), 0.0f);
@@ -312,7 +317,8 @@ void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const Tens
       workspace.data,
       CpuWorkspaceLayout(plan),
       {plan.max_splits, plan.min_split_tokens, plan.target_splits, plan.options.fixed_splits},
-      plan.options.n_heads / config.n_kv_heads};
+      plan.options.n_heads / config.n_kv_heads,
+      is_quantized(config.k_format)};
   const std::int64_t n = q.shape[0];
   const int heads = plan.options.n_heads;
   const int dim = config.head_dim;
