@@ -404,6 +404,7 @@ void register_attention_command(CLI::App& app) {
   command->add_option("--output", options.output,
                       "Write the output [n, n_heads, D] f32 to .npy, or to .safetensors (as 'out', "
                       "with the exact reference as 'exact')");
+  command->footer(kGlobalOptionsFooter);
   command->callback([] { run_attention(options); });
 }
 

@@ -61,11 +61,10 @@ std::vector<double> exact_output(const LayerInputs& in, std::int64_t position, i
   // Logical index i of the window is position (position + 1 - len + i).
   const std::int64_t first = position + 1 - window.len + window.first;
   const std::int64_t row = static_cast<std::int64_t>(layer.n_kv_heads) * layer.head_dim;
-  const auto begin = in.keys.rows().begin() + first * row;
-  const auto end = in.keys.rows().begin() + (position + 1) * row;
-  const std::vector<float> k(begin, end);
-  const std::vector<float> v(in.values.rows().begin() + first * row,
-                             in.values.rows().begin() + (position + 1) * row);
+  // Reused per thread: these copies are tens of MB at long contexts.
+  thread_local std::vector<float> k, v;
+  k.assign(in.keys.rows().begin() + first * row, in.keys.rows().begin() + (position + 1) * row);
+  v.assign(in.values.rows().begin() + first * row, in.values.rows().begin() + (position + 1) * row);
   const std::int64_t query = static_cast<std::int64_t>(layer.n_heads) * layer.head_dim;
   const std::vector<float> q(in.queries.begin() + step * query,
                              in.queries.begin() + (step + 1) * query);

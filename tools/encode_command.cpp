@@ -159,6 +159,7 @@ void register_encode_command(CLI::App& app) {
   command->add_option("--output", options.output,
                       "Write <format>.codes, <format>.norms and <format>.decoded to this "
                       ".safetensors file");
+  command->footer(kGlobalOptionsFooter);
   command->callback([] { run_encode(options); });
 }
 

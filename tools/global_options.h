@@ -16,6 +16,11 @@ struct GlobalOptions {
   bool json = false;
 };
 
+// Help footer of subcommands, which accept the global options too.
+inline constexpr const char* kGlobalOptionsFooter =
+    "Global options (see turbodecode --help) apply here too: --device cpu|cuda, --threads N, "
+    "--seed S, --json.";
+
 // Adds --device, --threads, --seed and --json to the top-level app (subcommands see them
 // through CLI11's fallthrough, so they may follow the subcommand name).
 void add_global_options(CLI::App& app);
