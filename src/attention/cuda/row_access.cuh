@@ -1,0 +1,75 @@
+// Moving cache rows: asynchronous global->shared copies (cp.async, sm_80+) and turning the few
+// elements of a staged row that one thread owns into f32 values.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attention/cuda/decode_params.cuh"
+
+namespace turbodecode::cuda::decode {
+
+// 16 bytes global->shared, bypassing L1 (streamed once). A row outside the split copies
+// nothing and zero-fills, so tail rows decode to finite zeros.
+__device__ __forceinline__ void copy_async_16(void* shared, const void* global, bool valid) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const int source_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
+               "r"(source_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void copy_async_4(void* shared, const void* global, bool valid) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const int source_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
+               "r"(source_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits until at most `kPending` of this thread's committed copy groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// The kElements consecutive values from element `first` of a staged row. TQ codes become
+// codebook[code] * scale (scale: the decode scale of the part holding `first`).
+template <RowCodec kCodec, int kElements>
+__device__ __forceinline__ void row_elements(const unsigned char* row, int first,
+                                             const float* codebook, float scale,
+                                             float (&x)[kElements]) {
+  static_assert(kElements == 2 || kElements == 4, "a thread owns 2 or 4 elements");
+  if constexpr (kCodec == RowCodec::f16) {
+    const auto* halves = reinterpret_cast<const __half2*>(row + 2 * first);
+#pragma unroll
+    for (int i = 0; i < kElements / 2; ++i) {
+      const float2 pair = __half22float2(halves[i]);
+      x[2 * i] = pair.x;
+      x[2 * i + 1] = pair.y;
+    }
+  } else {
+    constexpr int kCodeBits = kCodec == RowCodec::tq_byte ? 8 : 4;
+    constexpr unsigned kMask = (1u << kCodeBits) - 1u;
+    const unsigned char* codes = row + first * kCodeBits / 8;
+    unsigned word;
+    if constexpr (kElements * kCodeBits == 32) {
+      word = *reinterpret_cast<const unsigned*>(codes);
+    } else if constexpr (kElements * kCodeBits == 16) {
+      word = *reinterpret_cast<const unsigned short*>(codes);
+    } else {
+      word = *codes;
+    }
+#pragma unroll
+    for (int i = 0; i < kElements; ++i) {
+      x[i] = codebook[(word >> (i * kCodeBits)) & kMask] * scale;
+    }
+  }
+}
+
+}  // namespace turbodecode::cuda::decode

@@ -1,0 +1,410 @@
+// The split kernel of decode attention: one block per (query, KV head, head chunk, split)
+// streams the split's K and V rows once through a cp.async pipeline in shared memory and
+// keeps the online-softmax state (m, l, O) of every query head of its GQA group.
+//
+// Each of the 4 warps owns a quarter of the head dimension, each thread D/128 consecutive
+// elements: the thread holds its slice of every head's q and O in registers, so a V row is
+// decoded once for the whole group. Scores are per-thread partial dot products summed by a
+// warp reduce-scatter and then across the 4 warps through shared memory. Per tile of T
+// positions: scores -> one exp per score and a rescale per head -> O update.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention/cuda/decode_params.cuh"
+#include "attention/cuda/rotation.cuh"
+#include "attention/cuda/row_access.cuh"
+#include "attention/cuda/split_launch.h"
+#include "attention/cuda/split_shape.cuh"
+#include "attention/state.h"
+#include "common/cuda_check.cuh"
+#include "tq/codec_math.h"
+#include "tq/cuda/codec_tables.cuh"
+
+namespace turbodecode::cuda::decode {
+
+// Sums each of the N values of every lane over the warp; lane l ends with the totals of
+// values [l·N/32, (l+1)·N/32) in v[0..N/32). Each step trades half of the values with the
+// partner lane, N − N/32 shuffles in all instead of 5·N for separate reductions.
+template <int N, int kBit = 16>
+__device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
+  static_assert(N >= 32 && (N & (N - 1)) == 0, "a power of two of at least one per lane");
+  // Before the step of lane bit kBit, 2·kHalf values are live; the lane keeps one half.
+  constexpr int kHalf = N * kBit / 32;
+  const bool upper = (lane & kBit) != 0;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = upper ? v[i] : v[i + kHalf];
+    const float keep = upper ? v[i + kHalf] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kBit);
+  }
+  if constexpr (kBit > 1) warp_reduce_scatter<N, kBit / 2>(v, lane);
+}
+
+// Reduction over aligned groups of kWidth lanes (a power of two up to 32).
+template <int kWidth, class Op>
+__device__ __forceinline__ float group_reduce(float value, Op op) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset >= 1; offset /= 2) {
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  return value;
+}
+
+template <int D>
+__device__ __forceinline__ float decode_scale(float norm, float scale_factor_d512) {
+  if constexpr (D == 256) {
+    return tq::d256_decode_scale(norm);
+  } else {
+    return tq::d512_decode_scale(norm, scale_factor_d512);
+  }
+}
+
+// Where one split's rows of one KV head live.
+struct SplitRows {
+  const unsigned char* k_rows;
+  const float* k_norms;
+  const unsigned char* v_rows;
+  const float* v_norms;
+  std::int64_t k_row_stride, v_row_stride, k_norm_stride, v_norm_stride;
+  attention::Window window;
+  std::int64_t end;  // logical offsets past the split's end are not copied
+};
+
+// Copies `count` rows of `row_bytes` bytes (logical offsets tile_begin + t) into `stage`.
+template <int kRowBytes, int kTile>
+__device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_t row_stride,
+                                          const SplitRows& split, std::int64_t tile_begin,
+                                          unsigned char* stage) {
+  constexpr int kChunksPerRow = kRowBytes / 16;
+  for (int c = static_cast<int>(threadIdx.x); c < kTile * kChunksPerRow; c += kSplitThreads) {
+    const int t = c / kChunksPerRow;
+    const int chunk = c % kChunksPerRow;
+    const std::int64_t logical = tile_begin + t;
+    const bool valid = logical < split.end;
+    const std::int64_t row = valid ? split.window.row(split.window.first + logical) : 0;
+    copy_async_16(stage + t * kRowBytes + chunk * 16, rows + row * row_stride + chunk * 16, valid);
+  }
+}
+
+template <int kNormsPerRow, int kTile>
+__device__ __forceinline__ void copy_norms(const float* norms, std::int64_t norm_stride,
+                                           const SplitRows& split, std::int64_t tile_begin,
+                                           float* stage) {
+  for (int i = static_cast<int>(threadIdx.x); i < kTile * kNormsPerRow; i += kSplitThreads) {
+    const int t = i / kNormsPerRow;
+    const std::int64_t logical = tile_begin + t;
+    const bool valid = logical < split.end;
+    const std::int64_t row = valid ? split.window.row(split.window.first + logical) : 0;
+    copy_async_4(stage + i, norms + row * norm_stride + i % kNormsPerRow, valid);
+  }
+}
+
+// Issues the copies of one tile into a stage and commits them as one group.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void copy_tile(const SplitRows& split, std::int64_t tile_begin,
+                                          unsigned char* stage) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  copy_rows<s.k_row_bytes, s.tile>(split.k_rows, split.k_row_stride, split, tile_begin,
+                                   stage + s.stage_k);
+  copy_rows<s.v_row_bytes, s.tile>(split.v_rows, split.v_row_stride, split, tile_begin,
+                                   stage + s.stage_v);
+  if constexpr (KC != RowCodec::f16) {
+    copy_norms<s.norms_per_row, s.tile>(split.k_norms, split.k_norm_stride, split, tile_begin,
+                                        reinterpret_cast<float*>(stage + s.stage_k_norms));
+  }
+  if constexpr (VC != RowCodec::f16) {
+    copy_norms<s.norms_per_row, s.tile>(split.v_norms, split.v_norm_stride, split, tile_begin,
+                                        reinterpret_cast<float*>(stage + s.stage_v_norms));
+  }
+}
+
+// Stages the block's query rows (zeros for padding heads), R_D-rotated when K is TQ
+// (SPEC §2.4), and the codebooks; ends with a block barrier.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::int64_t query,
+                                                   int first_head, int heads_here,
+                                                   unsigned char* shared) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  float* q = reinterpret_cast<float*>(shared + s.q_offset);
+  for (int i = static_cast<int>(threadIdx.x); i < kHeads * D; i += kSplitThreads) {
+    const int h = i / D;
+    const int d = i % D;
+    float value = 0.0f;
+    if (h < heads_here) value = p.q[query * p.q_stride[0] + (first_head + h) * p.q_stride[1] + d];
+    if constexpr (KC != RowCodec::f16) value = tq::apply_sign(value, sign_flipped(d));
+    q[i] = value;
+  }
+  // Unused codebook entries read as 0, so a stray high bit cannot reach uninitialised memory.
+  float* k_codebook = reinterpret_cast<float*>(shared + s.k_codebook_offset);
+  float* v_codebook = reinterpret_cast<float*>(shared + s.v_codebook_offset);
+  for (int i = static_cast<int>(threadIdx.x); i < kCodebookEntries; i += kSplitThreads) {
+    if constexpr (KC != RowCodec::f16) {
+      k_codebook[i] = i < (1 << p.k.bits) ? tq_tables::codebook(p.k.bits)[i] : 0.0f;
+    }
+    if constexpr (VC != RowCodec::f16) {
+      v_codebook[i] = i < (1 << p.v.bits) ? tq_tables::codebook(p.v.bits)[i] : 0.0f;
+    }
+  }
+  if constexpr (KC != RowCodec::f16) {
+    block_hadamard(q, kHeads, D);
+  } else {
+    __syncthreads();
+  }
+}
+
+// Online softmax of one tile, by the first ceil(pairs/32) warps: thread i scores pair
+// (head i / T, position i % T). m_run and l_run live in those threads' registers across
+// tiles. Writes the weights exp(s − m) and each head's rescale factor of O.
+template <int T, int kPairs, int kReduceWidth>
+__device__ __forceinline__ void softmax_tile(const DecodeParams& p, const float* partial,
+                                             int valid_rows, float& m_run, float& l_run,
+                                             float* weights, float* rescale) {
+  const int i = static_cast<int>(threadIdx.x);
+  const bool active = i < kPairs;
+  const int t = i % T;
+  float s = -INFINITY;
+  if (active && t < valid_rows) {
+    s = partial[i] + partial[kReduceWidth + i] + partial[2 * kReduceWidth + i] +
+        partial[3 * kReduceWidth + i];
+    s *= p.scale;
+    if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  }
+  const float tile_max = group_reduce<T>(s, [](float a, float b) { return fmaxf(a, b); });
+  const float m_new = fmaxf(m_run, tile_max);
+  const float weight = attention::merge_weight(s, m_new);
+  const float tile_sum = group_reduce<T>(weight, [](float a, float b) { return a + b; });
+  const float factor = attention::merge_weight(m_run, m_new);
+  l_run = l_run * factor + tile_sum;
+  m_run = m_new;
+  if (active) {
+    weights[i] = weight;
+    if (t == 0) rescale[i / T] = factor;
+  }
+}
+
+template <RowCodec KC, RowCodec VC>
+__device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const QueryRows& rows,
+                                                int kv_head, std::int64_t end) {
+  const auto offset = [&](const std::int64_t(&stride)[3]) {
+    return rows.slot * stride[0] + kv_head * stride[1];
+  };
+  return {p.k.rows + offset(p.k.row_stride_bytes),
+          KC == RowCodec::f16 ? nullptr : p.k.norms + offset(p.k.norm_stride),
+          p.v.rows + offset(p.v.row_stride_bytes),
+          VC == RowCodec::f16 ? nullptr : p.v.norms + offset(p.v.norm_stride),
+          p.k.row_stride_bytes[2],
+          p.v.row_stride_bytes[2],
+          p.k.norm_stride[2],
+          p.v.norm_stride[2],
+          rows.window,
+          end};
+}
+
+// Where this thread's elements of a row are: warp w owns quarter w of the head dimension,
+// lane l elements [l·E, l·E + E) of it.
+struct LaneSlice {
+  int warp, lane;
+  int first;  // first element
+  int part;   // the D = 512 half (and norm) holding the elements
+};
+
+// Scores of one staged tile: this thread's partial dot products for every (head, position),
+// summed over the warp (reduce-scatter) and stored per warp in `partial` for the softmax.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void score_tile(const unsigned char* stage,
+                                           const float (&q)[kHeads][D / kSplitThreads],
+                                           const LaneSlice& slice, const float* codebook,
+                                           float scale_factor_d512, float* partial) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  constexpr int E = s.lane_elements;
+  constexpr int T = s.tile;
+  constexpr int N = s.reduce_width;
+  const float* norms = reinterpret_cast<const float*>(stage + s.stage_k_norms);
+  float dots[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) dots[i] = 0.0f;
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    float row_scale = 1.0f;
+    if constexpr (KC != RowCodec::f16) {
+      row_scale = decode_scale<D>(norms[t * s.norms_per_row + slice.part], scale_factor_d512);
+    }
+    float k[E];
+    row_elements<KC, E>(stage + s.stage_k + t * s.k_row_bytes, slice.first, codebook, row_scale, k);
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) dots[h * T + t] = fmaf(q[h][e], k[e], dots[h * T + t]);
+    }
+  }
+  warp_reduce_scatter(dots, slice.lane);
+#pragma unroll
+  for (int j = 0; j < N / 32; ++j) partial[slice.warp * N + slice.lane * (N / 32) + j] = dots[j];
+}
+
+// O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
+// the whole group.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void accumulate_tile(const unsigned char* stage, const float* weights,
+                                                const float* rescale, const LaneSlice& slice,
+                                                const float* codebook, float scale_factor_d512,
+                                                float (&o)[kHeads][D / kSplitThreads]) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  constexpr int E = s.lane_elements;
+  constexpr int T = s.tile;
+  const float* norms = reinterpret_cast<const float*>(stage + s.stage_v_norms);
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    const float factor = rescale[h];
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[h][e] *= factor;
+  }
+#pragma unroll
+  for (int t = 0; t < T; t += 4) {
+    float4 w[kHeads];
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) w[h] = *reinterpret_cast<const float4*>(weights + h * T + t);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float row_scale = 1.0f;
+      if constexpr (VC != RowCodec::f16) {
+        row_scale =
+            decode_scale<D>(norms[(t + u) * s.norms_per_row + slice.part], scale_factor_d512);
+      }
+      float v[E];
+      row_elements<VC, E>(stage + s.stage_v + (t + u) * s.v_row_bytes, slice.first, codebook,
+                          row_scale, v);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const float weight = u == 0 ? w[h].x : u == 1 ? w[h].y : u == 2 ? w[h].z : w[h].w;
+#pragma unroll
+        for (int e = 0; e < E; ++e) o[h][e] = fmaf(weight, v[e], o[h][e]);
+      }
+    }
+  }
+}
+
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__global__ void __launch_bounds__(kSplitThreads)
+    split_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  constexpr int E = s.lane_elements;
+  constexpr int T = s.tile;
+  extern __shared__ __align__(16) unsigned char shared[];
+
+  const int split = static_cast<int>(blockIdx.x);
+  const int kv_head = static_cast<int>(blockIdx.y) / p.head_chunks;
+  const int chunk = static_cast<int>(blockIdx.y) % p.head_chunks;
+  const std::int64_t query = blockIdx.z;
+  const QueryRows rows = resolve_query(p, query);
+  if (!rows.valid || split >= rows.splits) return;  // whole block: before any barrier
+  const attention::SplitRange range =
+      attention::split_range(rows.window.visible(), rows.splits, split, kSplitAlign);
+  const int first_head = kv_head * p.group + chunk * kHeads;
+  const int heads_here = min(kHeads, p.group - chunk * kHeads);
+  const SplitRows source = split_rows<KC, VC>(p, rows, kv_head, range.end);
+  const int tiles = static_cast<int>((range.end - range.begin + T - 1) / T);
+  // Start streaming before the prologue's own latency.
+#pragma unroll
+  for (int stage = 0; stage < s.stages - 1; ++stage) {
+    if (stage < tiles) {
+      copy_tile<D, kHeads, KC, VC>(source, range.begin + stage * T, shared + stage * s.stage_bytes);
+    }
+    commit_copies();
+  }
+  stage_block_inputs<D, kHeads, KC, VC>(p, query, first_head, heads_here, shared);
+
+  LaneSlice slice;
+  slice.warp = static_cast<int>(threadIdx.x) / 32;
+  slice.lane = static_cast<int>(threadIdx.x) % 32;
+  slice.first = slice.warp * (D / kSplitWarps) + slice.lane * E;
+  slice.part = slice.first / 256;
+  const float q_factor = KC == RowCodec::f16 ? 1.0f : tq::rotation_scale(D);
+  float q[kHeads][E];
+  float o[kHeads][E];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      q[h][e] =
+          reinterpret_cast<const float*>(shared + s.q_offset)[h * D + slice.first + e] * q_factor;
+      o[h][e] = 0.0f;
+    }
+  }
+  float* partial = reinterpret_cast<float*>(shared + s.partial_offset);
+  float* weights = reinterpret_cast<float*>(shared + s.weight_offset);
+  float* rescale = reinterpret_cast<float*>(shared + s.rescale_offset);
+  float m_run = -INFINITY;
+  float l_run = 0.0f;
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    wait_copies<s.stages - 2>();
+    __syncthreads();  // the tile is visible to all; everyone is done with the stage refilled next
+    if (tile + s.stages - 1 < tiles) {
+      copy_tile<D, kHeads, KC, VC>(source, range.begin + (tile + s.stages - 1) * T,
+                                   shared + ((tile + s.stages - 1) % s.stages) * s.stage_bytes);
+    }
+    commit_copies();
+    const unsigned char* stage = shared + (tile % s.stages) * s.stage_bytes;
+    score_tile<D, kHeads, KC, VC>(stage, q, slice,
+                                  reinterpret_cast<const float*>(shared + s.k_codebook_offset),
+                                  p.scale_factor_d512, partial);
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
+      const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
+      softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, weights,
+                                               rescale);
+    }
+    __syncthreads();
+    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice,
+                                       reinterpret_cast<const float*>(shared + s.v_codebook_offset),
+                                       p.scale_factor_d512, o);
+  }
+  wait_copies<0>();  // no copy may outlive the block
+
+  const std::int64_t state_base = (query * p.n_heads + first_head) * p.max_splits + split;
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    if (h >= heads_here) break;
+    float* dst =
+        p.partial_o + (state_base + static_cast<std::int64_t>(h) * p.max_splits) * D + slice.first;
+    if constexpr (E == 4) {
+      *reinterpret_cast<float4*>(dst) = make_float4(o[h][0], o[h][1], o[h][2], o[h][3]);
+    } else {
+      *reinterpret_cast<float2*>(dst) = make_float2(o[h][0], o[h][1]);
+    }
+  }
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < s.pairs && i % T == 0 && i / T < heads_here) {
+    p.partial_ml[state_base + static_cast<std::int64_t>(i / T) * p.max_splits] =
+        make_float2(m_run, l_run);
+  }
+}
+
+// Launches split_kernel over grid (max_splits, n_kv_heads · head_chunks, n_queries).
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+void launch_split(const DecodeParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
+  split_kernel<D, kHeads, KC, VC><<<grid, kSplitThreads, kSharedBytes, stream>>>(p);
+  TD_CUDA_CHECK_LAUNCH("split_kernel");
+}
+
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+SplitKernel split_kernel_for() {
+  constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
+  // Once per process: more than 48 KB of dynamic shared memory must be opted into.
+  static const bool opted_in = [] {
+    TD_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<D, kHeads, KC, VC>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
+    return true;
+  }();
+  (void)opted_in;
+  return {reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes,
+          &launch_split<D, kHeads, KC, VC>};
+}
+
+}  // namespace turbodecode::cuda::decode

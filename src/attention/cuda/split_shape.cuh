@@ -1,0 +1,105 @@
+// Geometry of the split kernel (one block per query, KV head, head chunk and split): tile
+// size, pipeline depth and shared-memory layout. Constexpr so the kernel uses it at compile
+// time and the split policy at run time, from one definition.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/cuda/decode_params.cuh"
+#include "turbodecode/tq_codec.h"
+
+namespace turbodecode::cuda::decode {
+
+inline constexpr int kSplitWarps = 4;
+inline constexpr int kSplitThreads = kSplitWarps * 32;
+// Largest codebook staged in shared memory (8-bit).
+inline constexpr int kCodebookEntries = 256;
+
+__host__ __device__ constexpr int row_bytes_of(RowCodec codec, int head_dim) {
+  return codec == RowCodec::f16 ? 2 * head_dim
+                                : (codec == RowCodec::tq_byte ? head_dim : head_dim / 2);
+}
+
+struct SplitShape {
+  int head_dim;
+  int heads;          // query heads per block (power of two, <= 8)
+  int lane_elements;  // D / 128: elements of a row each thread owns
+  int tile;           // positions per pipeline stage (a power of two dividing kSplitAlign)
+  int pairs;          // tile * heads scores per tile
+  int reduce_width;   // pairs rounded up to a warp: values each lane reduces per tile
+  int stages;
+  int norms_per_row;
+  int k_row_bytes, v_row_bytes;
+  int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
+  // Byte offsets inside one stage, then of each shared region.
+  int stage_k, stage_v, stage_k_norms, stage_v_norms, stage_bytes;
+  int q_offset, partial_offset, weight_offset, rescale_offset, k_codebook_offset, v_codebook_offset,
+      shared_bytes;
+
+  __host__ __device__ constexpr SplitShape(int d, int h, RowCodec k_codec, RowCodec v_codec)
+      : head_dim(d),
+        heads(h),
+        lane_elements(d / kSplitThreads),
+        tile(0),
+        pairs(0),
+        reduce_width(0),
+        stages(3),
+        norms_per_row(d == 512 ? 2 : 1),
+        k_row_bytes(row_bytes_of(k_codec, d)),
+        v_row_bytes(row_bytes_of(v_codec, d)),
+        k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
+        v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
+        stage_k(0),
+        stage_v(0),
+        stage_k_norms(0),
+        stage_v_norms(0),
+        stage_bytes(0),
+        q_offset(0),
+        partial_offset(0),
+        weight_offset(0),
+        rescale_offset(0),
+        k_codebook_offset(0),
+        v_codebook_offset(0),
+        shared_bytes(0) {
+    // At most 64 scores per tile keep the reduction cheap; a stage stays within 32 KB so three
+    // of them (two tiles in flight while one is consumed) leave room for two blocks per SM.
+    const int row_total = k_row_bytes + v_row_bytes + k_norm_bytes + v_norm_bytes;
+    tile = 32;
+    while (tile > 8 && (tile * heads > 64 || tile * row_total > 32 * 1024)) tile /= 2;
+    pairs = tile * heads;
+    reduce_width = pairs < 32 ? 32 : pairs;
+    stage_k = 0;
+    stage_v = stage_k + tile * k_row_bytes;
+    stage_k_norms = stage_v + tile * v_row_bytes;
+    stage_v_norms = stage_k_norms + tile * k_norm_bytes;
+    stage_bytes = stage_v_norms + tile * v_norm_bytes;
+    q_offset = stages * stage_bytes;
+    partial_offset = q_offset + heads * d * 4;
+    weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
+    rescale_offset = weight_offset + pairs * 4;
+    k_codebook_offset = rescale_offset + 16 * 4;
+    v_codebook_offset = k_codebook_offset + kCodebookEntries * 4;
+    shared_bytes = v_codebook_offset + kCodebookEntries * 4;
+  }
+};
+
+inline RowCodec codec_of(RowFormat format) {
+  switch (format) {
+    case RowFormat::f16:
+      return RowCodec::f16;
+    case RowFormat::tq4:
+      return RowCodec::tq_nibble;
+    default:
+      return RowCodec::tq_byte;
+  }
+}
+
+// Query heads one block serves: the GQA group rounded up to a power of two (padding heads
+// are zero queries whose results are dropped), at most 8; larger groups take several blocks.
+inline int heads_per_block(int group) {
+  int heads = 1;
+  while (heads < group && heads < 8) heads *= 2;
+  return heads;
+}
+
+}  // namespace turbodecode::cuda::decode
