@@ -1,0 +1,113 @@
+// Quantize-on-append benchmark: append_kv of a batch of tokens (one per sequence, as a decode
+// step appends them) for every KV head, eager and in CUDA-graph replay. Bytes counted: the k
+// and v inputs and index arrays read, the K rows, V rows and V norms written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cuda/append_cuda.h"
+#include "gpu_timing.cuh"
+#include "turbodecode/buffer.h"
+#include "turbodecode/kv_cache.h"
+
+namespace turbodecode::bench {
+
+struct AppendCase {
+  int n_kv_heads;
+  int head_dim;
+  RowFormat v_format;
+  DType input;
+  std::int64_t tokens;
+};
+
+inline std::vector<AppendCase> append_cases(bool quick) {
+  std::vector<AppendCase> cases = {
+      {8, 256, RowFormat::tq8, DType::bf16, 64}, {8, 256, RowFormat::tq8, DType::f32, 64},
+      {8, 256, RowFormat::tq4, DType::bf16, 64}, {8, 256, RowFormat::f16, DType::bf16, 64},
+      {2, 512, RowFormat::tq8, DType::bf16, 64}, {2, 512, RowFormat::f16, DType::bf16, 64},
+  };
+  if (quick) cases.resize(2);
+  // Prefill-sized batches show the kernel's throughput once launch latency no longer dominates.
+  cases.push_back({8, 256, RowFormat::tq8, DType::bf16, quick ? 1024 : 8192});
+  cases.push_back({2, 512, RowFormat::tq8, DType::bf16, quick ? 1024 : 8192});
+  return cases;
+}
+
+inline std::int64_t append_bytes(const AppendCase& c) {
+  const std::int64_t rows = c.tokens * c.n_kv_heads;
+  const auto in_bytes = static_cast<std::int64_t>(dtype_bytes(c.input));
+  const std::int64_t read = 2 * rows * c.head_dim * in_bytes + 2 * c.tokens * 4;
+  const std::int64_t v_norms = is_quantized(c.v_format) ? 4 * norms_per_row(c.head_dim) : 0;
+  const std::int64_t written =
+      rows * (row_bytes(RowFormat::f16, c.head_dim) + row_bytes(c.v_format, c.head_dim) + v_norms);
+  return read + written;
+}
+
+// Times append_kv for one case. Every timed call writes other cache rows (kPositionSets sets of
+// positions, cycled) so that calls do not rewrite the same lines. Calls the CUDA backend
+// directly: the public append_kv reads the index arrays on the host (a stream sync), which
+// would time the host round trip, and cannot be captured; one public call validates first.
+inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, int graph_calls,
+                                     cudaStream_t stream) {
+  constexpr int kPositionSets = 32;
+  const std::int64_t slots = c.tokens < 64 ? c.tokens : 64;
+  const std::int64_t tokens_per_slot = c.tokens / slots;
+  KvCacheConfig config;
+  config.slots = slots;
+  config.n_kv_heads = c.n_kv_heads;
+  config.capacity = kPositionSets * tokens_per_slot;
+  config.head_dim = c.head_dim;
+  config.kind = LayerKind::ring;
+  config.v_format = c.v_format;
+  config.device = Device::cuda;
+  KvCache cache(config);
+
+  const std::int64_t values = c.tokens * c.n_kv_heads * c.head_dim;
+  const auto in_bytes = static_cast<std::int64_t>(dtype_bytes(c.input));
+  Buffer k(Device::cuda, values * in_bytes), v(Device::cuda, values * in_bytes);
+  fill_uniform(k.data(), c.input, values, 11, stream);
+  fill_uniform(v.data(), c.input, values, 12, stream);
+  std::vector<std::int32_t> slot_ids(static_cast<std::size_t>(c.tokens));
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(c.tokens * kPositionSets));
+  for (std::int64_t set = 0; set < kPositionSets; ++set) {
+    for (std::int64_t t = 0; t < c.tokens; ++t) {
+      slot_ids[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(t % slots);
+      positions[static_cast<std::size_t>(set * c.tokens + t)] =
+          static_cast<std::int32_t>(set * tokens_per_slot + t / slots);
+    }
+  }
+  Buffer slot_buffer(Device::cuda, c.tokens * 4),
+      position_buffer(Device::cuda, c.tokens * 4 * kPositionSets);
+  slot_buffer.copy_from_host(slot_ids.data(), slot_buffer.bytes());
+  position_buffer.copy_from_host(positions.data(), position_buffer.bytes());
+
+  const TensorView k_view = k.view(c.input, {c.tokens, c.n_kv_heads, c.head_dim});
+  const TensorView v_view = v.view(c.input, {c.tokens, c.n_kv_heads, c.head_dim});
+  const TensorView slot_view = slot_buffer.view(DType::i32, {c.tokens});
+  const auto position_view = [&](int call) {
+    return position_buffer.view(DType::i32, {c.tokens}, (call % kPositionSets) * c.tokens * 4);
+  };
+  append_kv(cache.view(), k_view, v_view, slot_view, position_view(0), Stream{stream});
+  const auto launch = [&](int call) {
+    cuda::append_kv(cache.view(), k_view, v_view, slot_view, position_view(call), Stream{stream});
+  };
+  const double eager_us = median_event_us(stream, warmup, reps, launch);
+  const double graph_us = median_graph_us(stream, graph_calls, reps, launch);
+  const std::int64_t bytes = append_bytes(c);
+  return {{"n_kv_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim},
+          {"k_format", "f16"},
+          {"v_format", format_name(c.v_format)},
+          {"input", dtype_name(c.input)},
+          {"tokens", c.tokens},
+          {"bytes", bytes},
+          {"eager_us", eager_us},
+          {"graph_us", graph_us},
+          {"graph_gbps", static_cast<double>(bytes) / (graph_us * 1e3)}};
+}
+
+}  // namespace turbodecode::bench
