@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The one GPU session: run from the repository root on the GPU machine, with build/release
+# (built elsewhere with the CUDA backend on) carried along. Steps, in order of importance:
+#   smi        nvidia-smi
+#   ctest      ctest -L gpu (every *_gpu_test)
+#   bench      build/release/bench/attention_bench (bandwidth, decode, append) -> JSON
+#   peer       bench/peers/sdpa_peer.py (PyTorch SDPA on the same shapes)    -> JSON
+#   report     bench/report_attention.py                                     -> markdown + PNG
+#   hc         build/release/bench/hc_bench and bench/peers/hc_torch.py, when present
+#   memcheck   compute-sanitizer memcheck on every *_gpu_test binary
+#   racecheck  compute-sanitizer racecheck on the *Sanitizer* tests of each binary
+#   synccheck  compute-sanitizer synccheck on the same subset
+# Each step has a time limit and the whole run a budget (BUDGET_S, default 540 s); a step
+# that fails or times out is recorded and the run goes on. Skip a step with SKIP_<STEP>=1
+# (e.g. SKIP_SANITIZER=1 skips all three sanitizer steps, SKIP_MEMCHECK=1 one of them).
+# QUICK=1 runs the benchmarks in their --quick mode. Outputs (at most 8 files) go to $OUT,
+# or to the first argument, or to ./gpu-out:
+#   gpu_session.log  every step's output, concatenated      summary.txt  the step table
+#   attention_bench.json  sdpa_peer.json  attention_report.md  attention_gbps.png
+#   hc_bench.json  hc_torch.json (when those programs write JSON)
+set -u
+
+BUILD=${BUILD:-build/release}
+OUT_DIR=${OUT:-${1:-gpu-out}}
+BUDGET_S=${BUDGET_S:-540}
+QUICK_FLAG=""
+[[ "${QUICK:-0}" == 1 ]] && QUICK_FLAG="--quick"
+SANITIZER_FILTER=${SANITIZER_FILTER:-*Sanitizer*}
+export PYTHONUNBUFFERED=1
+export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer
+
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+SCRATCH=$(mktemp -d)
+LOG="$OUT_DIR/gpu_session.log"
+SUMMARY="$OUT_DIR/summary.txt"
+: >"$LOG"
+START=$(date +%s)
+STEP_ROWS=()
+FAILED=0
+
+remaining() { echo $((BUDGET_S - ($(date +%s) - START))); }
+
+# run_step NAME SKIP_VARIABLE LIMIT_S COMMAND...: runs COMMAND under `timeout`, appending its
+# output to the log, and records OK / FAIL(rc) / TIMEOUT / SKIPPED with the seconds taken.
+run_step() {
+  local name=$1 skip_var=$2 limit=$3
+  shift 3
+  if [[ "${!skip_var:-0}" == 1 ]]; then
+    STEP_ROWS+=("$(printf '%-34s %-10s %6s' "$name" SKIPPED -)")
+    return 0
+  fi
+  local left
+  left=$(remaining)
+  if ((left < 15)); then
+    STEP_ROWS+=("$(printf '%-34s %-10s %6s' "$name" NO-TIME -)")
+    FAILED=1
+    return 0
+  fi
+  ((limit > left)) && limit=$left
+  local t0 status rc
+  t0=$(date +%s)
+  {
+    echo
+    echo "======== $name (limit ${limit}s) ========"
+    echo "\$ $*"
+  } >>"$LOG"
+  timeout --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
+  rc=$?
+  case $rc in
+    0) status=OK ;;
+    124 | 137) status=TIMEOUT ;;
+    *) status="FAIL($rc)" ;;
+  esac
+  [[ $status != OK ]] && FAILED=1
+  STEP_ROWS+=("$(printf '%-34s %-10s %6s' "$name" "$status" "$(($(date +%s) - t0))s")")
+  echo "[$(printf '%4ss' "$(($(date +%s) - START))")] $name: $status"
+}
+
+gpu_test_binaries() {
+  find "$BUILD/tests" -maxdepth 1 -type f -name '*_gpu_test' -perm -u+x 2>/dev/null | sort
+}
+
+# Prints "--json" and PATH (one per line) when the program's --help mentions --json.
+json_args_for() {
+  local path=$1
+  shift
+  if "$@" --help 2>&1 | grep -q -- '--json'; then printf '%s\n' --json "$path"; fi
+}
+
+run_step "nvidia-smi" SKIP_SMI 20 nvidia-smi
+run_step "ctest -L gpu" SKIP_CTEST 150 \
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 8 --timeout 120
+
+BENCH="$BUILD/bench/attention_bench"
+SHAPES="$SCRATCH/shapes.json"
+run_step "attention_bench" SKIP_BENCH 200 \
+  "$BENCH" $QUICK_FLAG --json "$OUT_DIR/attention_bench.json"
+run_step "sdpa_peer (shapes)" SKIP_PEER 20 "$BENCH" --list-shapes "$SHAPES" $QUICK_FLAG
+run_step "sdpa_peer" SKIP_PEER 150 \
+  python3 bench/peers/sdpa_peer.py --shapes "$SHAPES" --json "$OUT_DIR/sdpa_peer.json" $QUICK_FLAG
+run_step "report_attention" SKIP_REPORT 30 \
+  python3 bench/report_attention.py --ours "$OUT_DIR/attention_bench.json" \
+  --peer "$OUT_DIR/sdpa_peer.json" --out "$OUT_DIR"
+
+if [[ -x "$BUILD/bench/hc_bench" ]]; then
+  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_bench.json" "$BUILD/bench/hc_bench")
+  run_step "hc_bench" SKIP_HC 60 "$BUILD/bench/hc_bench" "${hc_args[@]}"
+fi
+if [[ -f bench/peers/hc_torch.py ]]; then
+  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" python3 bench/peers/hc_torch.py)
+  run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py "${hc_args[@]}"
+fi
+
+if [[ "${SKIP_SANITIZER:-0}" == 1 ]]; then
+  STEP_ROWS+=("$(printf '%-34s %-10s %6s' "sanitizers" SKIPPED -)")
+else
+  for binary in $(gpu_test_binaries); do
+    name=$(basename "$binary")
+    run_step "memcheck $name" SKIP_MEMCHECK 90 \
+      compute-sanitizer --tool memcheck --error-exitcode 99 "$binary"
+    run_step "racecheck $name" SKIP_RACECHECK 60 \
+      compute-sanitizer --tool racecheck --error-exitcode 99 "$binary" \
+      --gtest_filter="$SANITIZER_FILTER"
+    run_step "synccheck $name" SKIP_SYNCCHECK 60 \
+      compute-sanitizer --tool synccheck --error-exitcode 99 "$binary" \
+      --gtest_filter="$SANITIZER_FILTER"
+  done
+fi
+rm -rf "$SCRATCH"
+
+{
+  echo "GPU session: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
+  printf '%-34s %-10s %6s\n' step status time
+  printf '%s\n' "${STEP_ROWS[@]}"
+} >"$SUMMARY"
+echo
+[[ -f "$OUT_DIR/attention_report.md" ]] && cat "$OUT_DIR/attention_report.md"
+echo
+cat "$SUMMARY"
+echo "outputs in $OUT_DIR:" "$OUT_DIR"/*
+exit $FAILED
