@@ -4,7 +4,7 @@
 // says, so the K and V halves of an item proceed in parallel.
 #include "cache/cuda/append_cuda.h"
 #include "common/cuda_check.cuh"
-#include "tq/cuda/vector_access.h"
+#include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda {

@@ -2,7 +2,7 @@
 // per row, kRowsPerBlock rows per block, grid-stride over the rows.
 #include "common/cuda_check.cuh"
 #include "tq/cuda/codec_cuda.h"
-#include "tq/cuda/vector_access.h"
+#include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda {
@@ -25,8 +25,8 @@ RowOperand operand(const TensorView& t) {
 }
 
 struct CodecLaunch {
-  RowOperand x, codes, norms;
-  DType x_dtype;
+  RowOperand values, codes, norms;  // values: x (encode) or y (decode)
+  DType values_dtype;
   std::int64_t rows;
   int bits;
   float scale_factor_d512;
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch
   const int lane = lane_index();
   for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
     float v[warp_row::kPerLane<D>];
-    warp_row::load_lane_values(p.x.row(r), p.x_dtype, p.vectorised, lane, v);
+    warp_row::load_lane_values(p.values.row(r), p.values_dtype, p.vectorised, lane, v);
     warp_row::rotate_forward<D>(v, lane);
     warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, midpoints, scratch[warp_index()],
                                 lane, p.codes.row(r), reinterpret_cast<float*>(p.norms.row(r)),
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) decode_rows_kernel(const CodecLaunch
     float y[warp_row::kPerLane<D>];
     warp_row::decode_lane<D>(p.codes.row(r), reinterpret_cast<const float*>(p.norms.row(r)), p.bits,
                              p.scale_factor_d512, codebook, lane, p.vectorised, y);
-    warp_row::store_lane_f32(y, p.x.row(r), lane, p.vectorised);
+    warp_row::store_lane_f32(y, p.values.row(r), lane, p.vectorised);
   }
 }
 
@@ -93,12 +93,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-CodecLaunch codec_launch(const CodecParams& params, const TensorView& rows_f32,
+// `values` is the row operand of real numbers: x for encode, y for decode.
+CodecLaunch codec_launch(const CodecParams& params, const TensorView& values,
                          const TensorView& codes, const TensorView& norms) {
-  return {operand(rows_f32),        operand(codes),
-          operand(norms),           rows_f32.dtype,
-          codes.shape[0],           format_bits(params.format),
-          params.scale_factor_d512, allows_vector_access(rows_f32) && allows_vector_access(codes)};
+  CodecLaunch p{};
+  p.values = operand(values);
+  p.codes = operand(codes);
+  p.norms = operand(norms);
+  p.values_dtype = values.dtype;
+  p.rows = codes.shape[0];
+  p.bits = format_bits(params.format);
+  p.scale_factor_d512 = params.scale_factor_d512;
+  p.vectorised = allows_vector_access(values) && allows_vector_access(codes);
+  return p;
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Host-side launch facts shared by the codec and append kernels: whether a tensor's rows may be
-// read and written with 16-byte vectors, and byte strides. Kernels pick the vector path only
-// when every tensor they touch allows it, and fall back to byte accesses otherwise.
+// read and written with 16-byte vectors (kernels take the vector path only when every tensor
+// they touch allows it, byte accesses otherwise), byte strides, and grid sizes.
 #pragma once
 
 #include <cstdint>
 
+#include "common/cuda_runtime.h"
 #include "turbodecode/tensor.h"
 
 namespace turbodecode::cuda {
@@ -28,12 +29,15 @@ inline std::int64_t stride_bytes(const TensorView& t, int dim) {
   return t.strides[dim] * static_cast<std::int64_t>(dtype_bytes(t.dtype));
 }
 
-// Blocks of a grid-stride launch over `items` work items, `items_per_block` at a time, capped
-// so that any row count fits in a grid.
+// Blocks of a grid-stride launch over `items` work items, `items_per_block` at a time: at most
+// kBlocksPerSm per multiprocessor, so that a block's setup (staging a code table in shared
+// memory) is shared by several items once the work is large.
+inline constexpr std::int64_t kBlocksPerSm = 16;
+
 inline unsigned grid_blocks(std::int64_t items, int items_per_block) {
-  constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;
+  const std::int64_t cap = kBlocksPerSm * sm_count();
   const std::int64_t blocks = (items + items_per_block - 1) / items_per_block;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
 }
 
 }  // namespace turbodecode::cuda
