@@ -81,11 +81,12 @@ gpu_test_binaries() {
   find "$BUILD/tests" -maxdepth 1 -type f -name '*_gpu_test' -perm -u+x 2>/dev/null | sort
 }
 
-# Prints "--json" and PATH (one per line) when the program's --help mentions --json.
+# Prints "--json" and PATH (one per line) when the program's sources (the files given) mention
+# a --json option; running the program to ask would start its benchmark.
 json_args_for() {
   local path=$1
   shift
-  if "$@" --help 2>&1 | grep -q -- '--json'; then printf '%s\n' --json "$path"; fi
+  if cat "$@" 2>/dev/null | grep -q -- '--json'; then printf '%s\n' --json "$path"; fi
 }
 
 run_step "nvidia-smi" SKIP_SMI 20 nvidia-smi
@@ -104,11 +105,11 @@ run_step "report_attention" SKIP_REPORT 30 \
   --peer "$OUT_DIR/sdpa_peer.json" --out "$OUT_DIR"
 
 if [[ -x "$BUILD/bench/hc_bench" ]]; then
-  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_bench.json" "$BUILD/bench/hc_bench")
+  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_bench.json" bench/hc_bench.c*)
   run_step "hc_bench" SKIP_HC 60 "$BUILD/bench/hc_bench" "${hc_args[@]}"
 fi
 if [[ -f bench/peers/hc_torch.py ]]; then
-  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" python3 bench/peers/hc_torch.py)
+  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" bench/peers/hc_torch.py)
   run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py "${hc_args[@]}"
 fi
 
