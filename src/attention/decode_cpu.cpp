@@ -73,27 +73,47 @@ class CacheRows {
   }
   int part_length() const { return head_dim_ / parts_; }
 
+  // Calls body(load, scales) for one row: load(j) gives elements [j, j + 8) before scales as
+  // one register, scales[b] the scale of part b. One format switch per row.
+  template <class Body>
+  void visit(std::int64_t slot, std::int64_t head, std::int64_t row, const Body& body) const {
+    const std::uint8_t* data = row_address(slot, head, row);
+    float scales[2] = {1.0f, 1.0f};
+    if (format_ != RowFormat::f16) {
+      const float* norm =
+          norms_ + slot * norms_strides_[0] + head * norms_strides_[1] + row * norms_strides_[2];
+      if (parts_ == 1) {
+        scales[0] = tq::d256_decode_scale(norm[0]);
+      } else {
+        scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
+        scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
+      }
+    }
+    const float* book = codebook_;
+    switch (format_) {
+      case RowFormat::f16: {
+        const auto* half = reinterpret_cast<const std::uint16_t*>(data);
+        return body([half](int j) { return simd::load_f16(half + j); }, scales);
+      }
+      case RowFormat::tq4:
+        return body([=](int j) { return simd::lookup_codes<4>(data, book, j); }, scales);
+      case RowFormat::tq5:
+        return body([=](int j) { return simd::lookup_codes<5>(data, book, j); }, scales);
+      case RowFormat::tq6:
+        return body([=](int j) { return simd::lookup_codes<6>(data, book, j); }, scales);
+      default:
+        return body([=](int j) { return simd::lookup_codes<8>(data, book, j); }, scales);
+    }
+  }
+
   // Writes the row's values (before scales) to `values` and its part scales to `scales`.
   void decode(std::int64_t slot, std::int64_t head, std::int64_t row, float* values,
               float* scales) const {
-    const std::int64_t element_bytes = format_ == RowFormat::f16 ? 2 : 1;
-    const std::uint8_t* data = rows_ +
-                               (slot * rows_strides_[0] + head * rows_strides_[1]) * element_bytes +
-                               row * row_bytes_;
-    if (format_ == RowFormat::f16) {
-      simd::widen_f16_row(reinterpret_cast<const std::uint16_t*>(data), values, head_dim_);
-      scales[0] = 1.0f;
-      return;
-    }
-    lookup(data, values);
-    const float* norm =
-        norms_ + slot * norms_strides_[0] + head * norms_strides_[1] + row * norms_strides_[2];
-    if (parts_ == 1) {
-      scales[0] = tq::d256_decode_scale(norm[0]);
-    } else {
-      scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
-      scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
-    }
+    visit(slot, head, row, [&](const auto& load, const float* part_scales) {
+      for (int j = 0; j < head_dim_; j += 8) _mm256_storeu_ps(values + j, load(j));
+      scales[0] = part_scales[0];
+      scales[1] = part_scales[1];
+    });
   }
 
  private:
@@ -101,19 +121,6 @@ class CacheRows {
     const std::int64_t element_bytes = format_ == RowFormat::f16 ? 2 : 1;
     return rows_ + (slot * rows_strides_[0] + head * rows_strides_[1]) * element_bytes +
            row * row_bytes_;
-  }
-
-  void lookup(const std::uint8_t* data, float* values) const {
-    switch (format_) {
-      case RowFormat::tq4:
-        return simd::lookup_codes<4>(data, codebook_, values, head_dim_);
-      case RowFormat::tq5:
-        return simd::lookup_codes<5>(data, codebook_, values, head_dim_);
-      case RowFormat::tq6:
-        return simd::lookup_codes<6>(data, codebook_, values, head_dim_);
-      default:
-        return simd::lookup_codes<8>(data, codebook_, values, head_dim_);
-    }
   }
 
   RowFormat format_;
@@ -164,13 +171,13 @@ struct DecodeJob {
 // Per-chunk scratch of pass 2, reused across the chunk's items.
 struct SplitScratch {
   explicit SplitScratch(int head_dim, int group)
-      : k_values(static_cast<std::size_t>(head_dim)),
-        v_values(static_cast<std::size_t>(head_dim)),
+      : v_tile(static_cast<std::size_t>(kTilePositions * head_dim)),
+        coefs(static_cast<std::size_t>(2 * kTilePositions * group)),
         scores(static_cast<std::size_t>(kTilePositions * group)),
         m(static_cast<std::size_t>(group)),
         l(static_cast<std::size_t>(group)),
         queries(static_cast<std::size_t>(group)) {}
-  std::vector<float> k_values, v_values, scores, m, l;
+  std::vector<float> v_tile, coefs, scores, m, l;
   std::vector<const float*> queries;  // the group's query vectors for the current item
 };
 
@@ -188,23 +195,35 @@ void score_tile(const DecodeJob& job, std::int64_t query, int kv_head, const Win
   const int parts = job.k.parts();
   const float scale = job.plan.options.scale;
   const float softcap = job.plan.options.softcap;
-  float part_scales[2];
   for (int t = 0; t < tile_length; ++t) {
     const std::int64_t row = window.row(window.first + tile_begin + t);
     job.v.prefetch(slot, kv_head, row);
     if (tile_begin + t + kTilePositions < range_end) {
       job.k.prefetch(slot, kv_head, window.row(window.first + tile_begin + t + kTilePositions));
     }
-    job.k.decode(slot, kv_head, row, scratch.k_values.data(), part_scales);
-    for (int h = 0; h < job.group; ++h) {
-      const float* qv = scratch.queries[static_cast<std::size_t>(h)];
-      float dot = 0.0f;
-      for (int b = 0; b < parts; ++b) {
-        dot += part_scales[b] * simd::dot(qv + b * part, scratch.k_values.data() + b * part, part);
+    job.k.visit(slot, kv_head, row, [&](const auto& load, const float* part_scales) {
+      for (int h = 0; h < job.group;) {
+        const int block = job.group - h >= 4 ? 4 : job.group - h >= 2 ? 2 : 1;
+        const float* const* queries = scratch.queries.data() + h;
+        float dots[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int b = 0; b < parts; ++b) {
+          float part_dots[4];
+          if (block == 4) {
+            simd::dot_heads<4>(load, queries, b * part, part, part_dots);
+          } else if (block == 2) {
+            simd::dot_heads<2>(load, queries, b * part, part, part_dots);
+          } else {
+            simd::dot_heads<1>(load, queries, b * part, part, part_dots);
+          }
+          for (int k = 0; k < block; ++k) dots[k] += part_scales[b] * part_dots[k];
+        }
+        for (int k = 0; k < block; ++k) {
+          scratch.scores[static_cast<std::size_t>((h + k) * kTilePositions + t)] =
+              soft_capped(dots[k] * scale, softcap);
+        }
+        h += block;
       }
-      scratch.scores[static_cast<std::size_t>(h * kTilePositions + t)] =
-          soft_capped(dot * scale, softcap);
-    }
+    });
   }
 }
 
@@ -228,23 +247,47 @@ void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
   }
 }
 
-// O_h += w_h,t · v_t for the tile's V rows, each decoded once for the whole group.
+// O_h += w_h,t · v_t for the tile's V rows, each decoded once for the whole group: the rows go
+// to a tile buffer, their part scales are folded into per-head coefficients, then the group's
+// O rows accumulate the tile a few heads at a time.
 void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
                        std::int64_t tile_begin, int tile_length, float* const* o_rows,
                        SplitScratch& scratch) {
   const std::int32_t slot = job.slot(query);
+  const int dim = job.plan.cache.head_dim;
   const int part = job.v.part_length();
   const int parts = job.v.parts();
+  const int group = job.group;
   float part_scales[2];
   for (int t = 0; t < tile_length; ++t) {
     const std::int64_t row = window.row(window.first + tile_begin + t);
-    job.v.decode(slot, kv_head, row, scratch.v_values.data(), part_scales);
-    for (int h = 0; h < job.group; ++h) {
-      const float weight = scratch.scores[static_cast<std::size_t>(h * kTilePositions + t)];
-      for (int b = 0; b < parts; ++b) {
-        simd::axpy(weight * part_scales[b], scratch.v_values.data() + b * part,
-                   o_rows[h] + b * part, part);
+    job.v.decode(slot, kv_head, row, scratch.v_tile.data() + static_cast<std::ptrdiff_t>(t) * dim,
+                 part_scales);
+    for (int b = 0; b < parts; ++b) {
+      for (int h = 0; h < group; ++h) {
+        const std::size_t at = static_cast<std::size_t>(h * kTilePositions + t);
+        scratch.coefs[static_cast<std::size_t>(b * group * kTilePositions) + at] =
+            scratch.scores[at] * part_scales[b];
       }
+    }
+  }
+  for (int b = 0; b < parts; ++b) {
+    const float* values = scratch.v_tile.data() + static_cast<std::ptrdiff_t>(b) * part;
+    const float* coefs =
+        scratch.coefs.data() + static_cast<std::ptrdiff_t>(b) * group * kTilePositions;
+    float* o[4];
+    for (int h = 0; h < group;) {
+      const int block = group - h >= 4 ? 4 : group - h >= 2 ? 2 : 1;
+      for (int k = 0; k < block; ++k) o[k] = o_rows[h + k] + b * part;
+      const float* block_coefs = coefs + static_cast<std::ptrdiff_t>(h) * kTilePositions;
+      if (block == 4) {
+        simd::accumulate_tile<4, 2>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
+      } else if (block == 2) {
+        simd::accumulate_tile<2, 4>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
+      } else {
+        simd::accumulate_tile<1, 4>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
+      }
+      h += block;
     }
   }
 }
