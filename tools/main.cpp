@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   const MainJob main_job = register_main_job(app);
   register_encode_command(app);
   register_attention_command(app);
+  register_hc_command(app);
   app.require_subcommand(0, 1);
   // Runs after parsing, before any subcommand's callback touches the library.
   app.parse_complete_callback([&] {
