@@ -241,7 +241,9 @@ json guarded(json context, const Measure& measure) {
 
 int run(const Settings& settings, const std::string& json_path) {
   cudaStream_t stream = nullptr;
-  TD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // A blocking stream: it stays ordered with the synchronous copies and memsets the library's
+  // Buffer issues on the legacy default stream (index arrays, output poisoning).
+  TD_CUDA_CHECK(cudaStreamCreate(&stream));
   json report = {
       {"benchmark", "attention_bench"}, {"quick", settings.quick}, {"device", device_info()}};
   const Bandwidth bw =
