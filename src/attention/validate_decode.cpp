@@ -45,8 +45,9 @@ void check_cache(const DecodePlan& plan, const KvCacheView& cache) {
                    "cache.v_norms");
 }
 
-// Reads an i32 vector argument on the host (a copy for CUDA tensors).
-std::vector<std::int32_t> host_indices(const TensorView& t) {
+// Reads an i32 vector argument on the host (for CUDA tensors, a copy once the work queued on
+// `stream`, which may still be writing them, is done).
+std::vector<std::int32_t> host_indices(const TensorView& t, Stream stream) {
   std::vector<std::int32_t> values(static_cast<std::size_t>(t.shape[0]));
   if (t.device == Device::cpu) {
     const auto* data = t.as<const std::int32_t>();
@@ -55,6 +56,7 @@ std::vector<std::int32_t> host_indices(const TensorView& t) {
     }
     return values;
   }
+  cuda::synchronize(stream);
   std::vector<std::int32_t> strided(static_cast<std::size_t>(t.span_bytes() / 4));
   cuda::copy_to_host(strided.data(), t.data, t.span_bytes());
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -64,9 +66,9 @@ std::vector<std::int32_t> host_indices(const TensorView& t) {
 }
 
 void check_index_values(const KvCacheConfig& c, const TensorView& slot_ids,
-                        const TensorView& seq_pos) {
-  const std::vector<std::int32_t> slots = host_indices(slot_ids);
-  const std::vector<std::int32_t> positions = host_indices(seq_pos);
+                        const TensorView& seq_pos, Stream stream) {
+  const std::vector<std::int32_t> slots = host_indices(slot_ids, stream);
+  const std::vector<std::int32_t> positions = host_indices(seq_pos, stream);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
               "entry " + std::to_string(i) + " is " + std::to_string(slots[i]) +
@@ -121,7 +123,7 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   check_disjoint(out, "out", workspace, "workspace");
 
   if (device == Device::cuda && cuda::is_capturing(stream)) return;
-  check_index_values(plan.cache, slot_ids, seq_pos);
+  check_index_values(plan.cache, slot_ids, seq_pos, stream);
 }
 
 }  // namespace turbodecode::attention
