@@ -72,6 +72,12 @@ HostTensor f32_tensor(const std::vector<float>& values, std::vector<std::int64_t
   return HostTensor::copy_of(values.data(), DType::f32, std::move(shape));
 }
 
+HostTensor bf16_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  std::vector<std::uint16_t> halves(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) halves[i] = f32_to_bf16(values[i]);
+  return HostTensor::copy_of(halves.data(), DType::bf16, std::move(shape));
+}
+
 HostTensor f16_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
   std::vector<std::uint16_t> halves(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) halves[i] = f32_to_f16(values[i]);
@@ -115,18 +121,20 @@ TEST_F(Cli, AttentionMatchesExactAttentionOnUserTensors) {
   NamedTensors bundle;
   bundle.emplace_back("q", f32_tensor(q, {heads, dim}));
   bundle.emplace_back("k", f16_tensor(k, {tokens, kv_heads, dim}));
-  bundle.emplace_back("v", f32_tensor(v, {tokens, kv_heads, dim}));
+  bundle.emplace_back("v", bf16_tensor(v, {tokens, kv_heads, dim}));
   write_safetensors(path("step.safetensors"), bundle);
 
   const nlohmann::json report = parse_json(run("attention --inputs " + path("step.safetensors") +
                                                " --v-format tq8 --json --output " + path("o.npy")));
   EXPECT_GE(report["cosine_min"].get<double>(), 0.9995);
 
-  // Independent check of the written output: exact attention over the f16-rounded keys.
-  std::vector<float> k_rounded(k.size());
-  for (std::size_t i = 0; i < k.size(); ++i) k_rounded[i] = f16_to_f32(f32_to_f16(k[i]));
+  // Independent check of the written output: exact attention over the keys and values as the
+  // file holds them (f16 and bf16).
+  std::vector<float> k_stored(k.size()), v_stored(v.size());
+  for (std::size_t i = 0; i < k.size(); ++i) k_stored[i] = f16_to_f32(f32_to_f16(k[i]));
+  for (std::size_t i = 0; i < v.size(); ++i) v_stored[i] = bf16_to_f32(f32_to_bf16(v[i]));
   const std::vector<double> exact =
-      oracle::exact_attention(q, k_rounded, v, heads, kv_heads, dim, 0.0, 0.0);
+      oracle::exact_attention(q, k_stored, v_stored, heads, kv_heads, dim, 0.0, 0.0);
   const HostTensor out = read_npy(path("o.npy"));
   ASSERT_EQ(out.shape, (std::vector<std::int64_t>{1, heads, dim}));
   const float* o = out.view().as<const float>();
