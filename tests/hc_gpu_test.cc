@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "hc_checks.h"
 #include "turbodecode/error.h"
@@ -236,6 +237,32 @@ TEST_F(HcGpu, RejectsASmallWorkspace) {
     EXPECT_EQ(e.argument(), "workspace");
   }
   for (std::uint8_t b : testing::to_host<std::uint8_t>(mix)) ASSERT_EQ(b, 0xFF);
+}
+
+// Every HC kernel once on small problems: the subset run_gpu.sh gives to racecheck and
+// synccheck (named *Sanitizer*).
+TEST(HcGpuSanitizer, EveryKernelOnSmallProblems) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const auto& [n_hc, embd, rows] : {std::tuple{4, std::int64_t{256}, std::int64_t{5}},
+                                         std::tuple{3, std::int64_t{33}, std::int64_t{2}}}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(n_hc));
+    HcParams params;
+    params.n_hc = n_hc;
+    params.embd = embd;
+    const HcProblem p = make_hc_problem(params, rows, seed, true);
+    testing::check_split(p, Device::cuda);
+    testing::check_collapse(p, Device::cuda);
+    testing::check_rms_norm(p, Device::cuda);
+    testing::check_split_collapse(p, Device::cuda, true);
+    testing::check_expand(p, Device::cuda, true);
+    testing::check_head_weights(p, Device::cuda);
+    testing::check_norm_mix(p, Device::cuda);
+    testing::check_pre(p, Device::cuda);
+    testing::check_expand_q8(p, Device::cuda, 64, false, seed + 1);
+    testing::check_expand_q8(p, Device::cuda, 64, true, seed + 2);
+  }
+  testing::check_q8_matvec(Device::cuda, 40, 96, 3, 2, testing::fresh_seed());
 }
 
 }  // namespace
