@@ -18,6 +18,23 @@ namespace turbodecode::cuda::decode {
 
 inline constexpr int kMergeThreads = 128;
 
+// E consecutive floats with one vector load (the partial rows are 16-byte aligned).
+template <int E>
+__device__ __forceinline__ void load_vector(const float* from, float (&to)[E]) {
+  static_assert(E == 2 || E == 4, "a thread merges 2 or 4 elements");
+  if constexpr (E == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(from);
+    to[0] = v.x;
+    to[1] = v.y;
+    to[2] = v.z;
+    to[3] = v.w;
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(from);
+    to[0] = v.x;
+    to[1] = v.y;
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const __grid_constant__ DecodeParams p) {
@@ -44,7 +61,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     const float2 state = states[j];
     const float weight = attention::merge_weight(state.x, m);
     l = fmaf(state.y, weight, l);
-    const float* part = p.partial_o + (state_base + j) * D + d0;
+    float part[E];
+    load_vector<E>(p.partial_o + (state_base + j) * D + d0, part);
 #pragma unroll
     for (int e = 0; e < E; ++e) o[e] = fmaf(part[e], weight, o[e]);
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attention/cuda/decode_params.cuh"
+#include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
 
@@ -38,6 +39,16 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Decode scale of a TQ row part from its stored norm (SPEC §1.2).
+template <int D>
+__device__ __forceinline__ float decode_scale(float norm, float scale_factor_d512) {
+  if constexpr (D == 256) {
+    return tq::d256_decode_scale(norm);
+  } else {
+    return tq::d512_decode_scale(norm, scale_factor_d512);
+  }
+}
+
 // The kElements consecutive values from element `first` of a staged row. TQ codes become
 // codebook[code] * scale (scale: the decode scale of the part holding `first`).
 template <RowCodec kCodec, int kElements>
@@ -46,7 +57,13 @@ __device__ __forceinline__ void row_elements(const unsigned char* row, int first
                                              float (&x)[kElements]) {
   static_assert(kElements == 2 || kElements == 4, "a thread owns 2 or 4 elements");
   if constexpr (kCodec == RowCodec::f16) {
-    const auto* halves = reinterpret_cast<const __half2*>(row + 2 * first);
+    // One 4- or 8-byte load of kElements halves.
+    __half2 halves[kElements / 2];
+    if constexpr (kElements == 4) {
+      *reinterpret_cast<uint2*>(halves) = *reinterpret_cast<const uint2*>(row + 2 * first);
+    } else {
+      halves[0] = *reinterpret_cast<const __half2*>(row + 2 * first);
+    }
 #pragma unroll
     for (int i = 0; i < kElements / 2; ++i) {
       const float2 pair = __half22float2(halves[i]);

@@ -3,10 +3,9 @@
 // keeps the online-softmax state (m, l, O) of every query head of its GQA group.
 //
 // Each of the 4 warps owns a quarter of the head dimension, each thread D/128 consecutive
-// elements: the thread holds its slice of every head's q and O in registers, so a V row is
-// decoded once for the whole group. Scores are per-thread partial dot products summed by a
-// warp reduce-scatter and then across the 4 warps through shared memory. Per tile of T
-// positions: scores -> one exp per score and a rescale per head -> O update.
+// elements: the thread holds its slice of every head's O in registers, so a V row is decoded
+// once for the whole group. Per tile of T positions: partial scores per warp quarter
+// (scores.cuh) -> their sum, one exp per score and a rescale per head -> O update.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +16,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/rotation.cuh"
 #include "attention/cuda/row_access.cuh"
+#include "attention/cuda/scores.cuh"
 #include "attention/cuda/split_launch.h"
 #include "attention/cuda/split_shape.cuh"
 #include "attention/state.h"
@@ -26,24 +26,6 @@
 
 namespace turbodecode::cuda::decode {
 
-// Sums each of the N values of every lane over the warp; lane l ends with the totals of
-// values [l·N/32, (l+1)·N/32) in v[0..N/32). Each step trades half of the values with the
-// partner lane, N − N/32 shuffles in all instead of 5·N for separate reductions.
-template <int N, int kBit = 16>
-__device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
-  static_assert(N >= 32 && (N & (N - 1)) == 0, "a power of two of at least one per lane");
-  // Before the step of lane bit kBit, 2·kHalf values are live; the lane keeps one half.
-  constexpr int kHalf = N * kBit / 32;
-  const bool upper = (lane & kBit) != 0;
-#pragma unroll
-  for (int i = 0; i < kHalf; ++i) {
-    const float send = upper ? v[i] : v[i + kHalf];
-    const float keep = upper ? v[i + kHalf] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kBit);
-  }
-  if constexpr (kBit > 1) warp_reduce_scatter<N, kBit / 2>(v, lane);
-}
-
 // Reduction over aligned groups of kWidth lanes (a power of two up to 32).
 template <int kWidth, class Op>
 __device__ __forceinline__ float group_reduce(float value, Op op) {
@@ -52,15 +34,6 @@ __device__ __forceinline__ float group_reduce(float value, Op op) {
     value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
   }
   return value;
-}
-
-template <int D>
-__device__ __forceinline__ float decode_scale(float norm, float scale_factor_d512) {
-  if constexpr (D == 256) {
-    return tq::d256_decode_scale(norm);
-  } else {
-    return tq::d512_decode_scale(norm, scale_factor_d512);
-  }
 }
 
 // Where one split's rows of one KV head live.
@@ -74,8 +47,9 @@ struct SplitRows {
   std::int64_t end;  // logical offsets past the split's end are not copied
 };
 
-// Copies `count` rows of `row_bytes` bytes (logical offsets tile_begin + t) into `stage`.
-template <int kRowBytes, int kTile>
+// Copies the tile's rows of kRowBytes bytes (logical offsets tile_begin + t) into `stage`,
+// kPitch bytes apart.
+template <int kRowBytes, int kPitch, int kTile>
 __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_t row_stride,
                                           const SplitRows& split, std::int64_t tile_begin,
                                           unsigned char* stage) {
@@ -86,7 +60,7 @@ __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_
     const std::int64_t logical = tile_begin + t;
     const bool valid = logical < split.end;
     const std::int64_t row = valid ? split.window.row(split.window.first + logical) : 0;
-    copy_async_16(stage + t * kRowBytes + chunk * 16, rows + row * row_stride + chunk * 16, valid);
+    copy_async_16(stage + t * kPitch + chunk * 16, rows + row * row_stride + chunk * 16, valid);
   }
 }
 
@@ -108,10 +82,10 @@ template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void copy_tile(const SplitRows& split, std::int64_t tile_begin,
                                           unsigned char* stage) {
   constexpr SplitShape s(D, kHeads, KC, VC);
-  copy_rows<s.k_row_bytes, s.tile>(split.k_rows, split.k_row_stride, split, tile_begin,
-                                   stage + s.stage_k);
-  copy_rows<s.v_row_bytes, s.tile>(split.v_rows, split.v_row_stride, split, tile_begin,
-                                   stage + s.stage_v);
+  copy_rows<s.k_row_bytes, s.k_pitch, s.tile>(split.k_rows, split.k_row_stride, split, tile_begin,
+                                              stage + s.stage_k);
+  copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile>(split.v_rows, split.v_row_stride, split,
+                                                  tile_begin, stage + s.stage_v);
   if constexpr (KC != RowCodec::f16) {
     copy_norms<s.norms_per_row, s.tile>(split.k_norms, split.k_norm_stride, split, tile_begin,
                                         reinterpret_cast<float*>(stage + s.stage_k_norms));
@@ -204,48 +178,6 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
           end};
 }
 
-// Where this thread's elements of a row are: warp w owns quarter w of the head dimension,
-// lane l elements [l·E, l·E + E) of it.
-struct LaneSlice {
-  int warp, lane;
-  int first;  // first element
-  int part;   // the D = 512 half (and norm) holding the elements
-};
-
-// Scores of one staged tile: this thread's partial dot products for every (head, position),
-// summed over the warp (reduce-scatter) and stored per warp in `partial` for the softmax.
-template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__device__ __forceinline__ void score_tile(const unsigned char* stage,
-                                           const float (&q)[kHeads][D / kSplitThreads],
-                                           const LaneSlice& slice, const float* codebook,
-                                           float scale_factor_d512, float* partial) {
-  constexpr SplitShape s(D, kHeads, KC, VC);
-  constexpr int E = s.lane_elements;
-  constexpr int T = s.tile;
-  constexpr int N = s.reduce_width;
-  const float* norms = reinterpret_cast<const float*>(stage + s.stage_k_norms);
-  float dots[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) dots[i] = 0.0f;
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    float row_scale = 1.0f;
-    if constexpr (KC != RowCodec::f16) {
-      row_scale = decode_scale<D>(norms[t * s.norms_per_row + slice.part], scale_factor_d512);
-    }
-    float k[E];
-    row_elements<KC, E>(stage + s.stage_k + t * s.k_row_bytes, slice.first, codebook, row_scale, k);
-#pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) dots[h * T + t] = fmaf(q[h][e], k[e], dots[h * T + t]);
-    }
-  }
-  warp_reduce_scatter(dots, slice.lane);
-#pragma unroll
-  for (int j = 0; j < N / 32; ++j) partial[slice.warp * N + slice.lane * (N / 32) + j] = dots[j];
-}
-
 // O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
 // the whole group.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
@@ -318,22 +250,14 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
   stage_block_inputs<D, kHeads, KC, VC>(p, query, first_head, heads_here, shared);
 
-  LaneSlice slice;
-  slice.warp = static_cast<int>(threadIdx.x) / 32;
-  slice.lane = static_cast<int>(threadIdx.x) % 32;
-  slice.first = slice.warp * (D / kSplitWarps) + slice.lane * E;
-  slice.part = slice.first / 256;
-  const float q_factor = KC == RowCodec::f16 ? 1.0f : tq::rotation_scale(D);
-  float q[kHeads][E];
+  const LaneSlice slice(D, static_cast<int>(threadIdx.x));
+  const TileScorer<D, kHeads, KC, VC> scorer(reinterpret_cast<const float*>(shared + s.q_offset),
+                                             slice);
   float o[kHeads][E];
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      q[h][e] =
-          reinterpret_cast<const float*>(shared + s.q_offset)[h * D + slice.first + e] * q_factor;
-      o[h][e] = 0.0f;
-    }
+    for (int e = 0; e < E; ++e) o[h][e] = 0.0f;
   }
   float* partial = reinterpret_cast<float*>(shared + s.partial_offset);
   float* weights = reinterpret_cast<float*>(shared + s.weight_offset);
@@ -350,9 +274,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     }
     commit_copies();
     const unsigned char* stage = shared + (tile % s.stages) * s.stage_bytes;
-    score_tile<D, kHeads, KC, VC>(stage, q, slice,
-                                  reinterpret_cast<const float*>(shared + s.k_codebook_offset),
-                                  p.scale_factor_d512, partial);
+    scorer.score(stage, reinterpret_cast<const float*>(shared + s.k_codebook_offset),
+                 p.scale_factor_d512, partial);
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
       const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);

@@ -29,7 +29,9 @@ struct SplitShape {
   int reduce_width;   // pairs rounded up to a warp: values each lane reduces per tile
   int stages;
   int norms_per_row;
+  bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   int k_row_bytes, v_row_bytes;
+  int k_pitch;  // bytes between staged K rows: padded by 16 for conflict-free mma fragments
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
   // Byte offsets inside one stage, then of each shared region.
   int stage_k, stage_v, stage_k_norms, stage_v_norms, stage_bytes;
@@ -45,7 +47,10 @@ struct SplitShape {
         reduce_width(0),
         stages(3),
         norms_per_row(d == 512 ? 2 : 1),
+        tensor_core_scores(k_codec == RowCodec::f16),
         k_row_bytes(row_bytes_of(k_codec, d)),
+        k_pitch(k_codec == RowCodec::f16 ? row_bytes_of(k_codec, d) + 16
+                                         : row_bytes_of(k_codec, d)),
         v_row_bytes(row_bytes_of(v_codec, d)),
         k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
@@ -61,15 +66,20 @@ struct SplitShape {
         k_codebook_offset(0),
         v_codebook_offset(0),
         shared_bytes(0) {
-    // At most 64 scores per tile keep the reduction cheap; a stage stays within 32 KB so three
-    // of them (two tiles in flight while one is consumed) leave room for two blocks per SM.
-    const int row_total = k_row_bytes + v_row_bytes + k_norm_bytes + v_norm_bytes;
+    // A stage stays within about 32 KB so three of them (two tiles in flight while one is
+    // consumed) leave room for two blocks per SM. The FMA path keeps at most 64 scores per
+    // tile (registers of its reduction); the mma path needs whole 16-row blocks.
+    const int row_total = k_pitch + v_row_bytes + k_norm_bytes + v_norm_bytes;
+    const int max_pairs = tensor_core_scores ? 128 : 64;
+    const int min_tile = tensor_core_scores ? 16 : 8;
     tile = 32;
-    while (tile > 8 && (tile * heads > 64 || tile * row_total > 32 * 1024)) tile /= 2;
+    while (tile > min_tile && (tile * heads > max_pairs || tile * row_total > 33 * 1024)) {
+      tile /= 2;
+    }
     pairs = tile * heads;
     reduce_width = pairs < 32 ? 32 : pairs;
     stage_k = 0;
-    stage_v = stage_k + tile * k_row_bytes;
+    stage_v = stage_k + tile * k_pitch;
     stage_k_norms = stage_v + tile * v_row_bytes;
     stage_v_norms = stage_k_norms + tile * k_norm_bytes;
     stage_bytes = stage_v_norms + tile * v_norm_bytes;
@@ -81,6 +91,20 @@ struct SplitShape {
     v_codebook_offset = k_codebook_offset + kCodebookEntries * 4;
     shared_bytes = v_codebook_offset + kCodebookEntries * 4;
   }
+};
+
+// Where a thread's elements of a row are: warp w owns quarter w of the head dimension, lane l
+// elements [l·E, l·E + E) of it (E = D / 128).
+struct LaneSlice {
+  int warp, lane;
+  int first;  // first element
+  int part;   // the D = 512 half (and norm) holding the elements
+
+  __device__ LaneSlice(int head_dim, int thread)
+      : warp(thread / 32),
+        lane(thread % 32),
+        first(warp * (head_dim / kSplitWarps) + lane * (head_dim / kSplitThreads)),
+        part(first / 256) {}
 };
 
 inline RowCodec codec_of(RowFormat format) {
