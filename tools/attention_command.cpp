@@ -7,10 +7,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "attention/window.h"
 #include "commands.h"
 #include "common/validate.h"
 #include "device_tensor.h"
@@ -20,6 +20,7 @@
 #include "tensor_files.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/kv_cache.h"
+#include "visible_positions.h"
 
 namespace turbodecode::cli {
 namespace {
@@ -157,22 +158,25 @@ KvCacheConfig cache_config(const AttentionOptions& options, const StepInputs& in
   return config;
 }
 
+// A cache row of one slot, and which appended token wrote each row last.
+using CacheRow = std::pair<std::int64_t, std::int64_t>;
+using RowOwners = std::map<CacheRow, std::int64_t>;
+
 std::int64_t row_of(const KvCacheConfig& config, std::int64_t position) {
   return config.kind == LayerKind::ring ? position % config.capacity : position;
 }
 
 // Appends every token in file order, cutting a new batch wherever a (slot, row) would repeat
 // (one call may not write a row twice). Returns, per (slot, row), the token that wrote it last.
-std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> append_all(const KvCache& cache,
-                                                                         const StepInputs& in) {
+RowOwners append_all(const KvCache& cache, const StepInputs& in) {
   const KvCacheConfig& config = cache.config();
   const Device device = config.device;
   const DeviceTensor k(device, in.k), v(device, in.v);
   const DeviceTensor slots(device, DType::i32, {in.tokens}, in.kv_slot);
   const DeviceTensor positions(device, DType::i32, {in.tokens}, in.kv_pos);
-  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> owner;
+  RowOwners owner;
   std::int64_t batch_start = 0;
-  std::map<std::pair<std::int64_t, std::int64_t>, bool> in_batch;
+  std::set<CacheRow> in_batch;
   const auto flush = [&](std::int64_t end) {
     if (end == batch_start) return;
     const std::int64_t count = end - batch_start;
@@ -182,22 +186,14 @@ std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> append_all(const K
     in_batch.clear();
   };
   for (std::int64_t t = 0; t < in.tokens; ++t) {
-    const std::pair<std::int64_t, std::int64_t> key{in.kv_slot[t], row_of(config, in.kv_pos[t])};
+    const CacheRow key{in.kv_slot[t], row_of(config, in.kv_pos[t])};
     if (in_batch.count(key)) flush(t);
-    in_batch[key] = true;
+    in_batch.insert(key);
     owner[key] = t;
   }
   flush(in.tokens);
   synchronize();
   return owner;
-}
-
-using RowOwners = std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>;
-
-attention::WindowKind window_kind(MaskKind mask) {
-  if (mask == MaskKind::sliding_ring) return attention::WindowKind::sliding_ring;
-  if (mask == MaskKind::sliding_linear) return attention::WindowKind::sliding_linear;
-  return attention::WindowKind::causal;
 }
 
 // Exact attention of query i over the unquantized K/V of the positions it sees; nullopt when
@@ -208,12 +204,11 @@ std::optional<std::vector<double>> exact_for_query(const StepInputs& in,
                                                    const DecodeOptions& options,
                                                    const RowOwners& owners, std::int64_t i) {
   const std::int64_t position = in.q_pos[i];
-  const attention::Window window = attention::query_window(window_kind(options.mask), position,
-                                                           config.capacity, options.sliding_window);
+  const std::int64_t first =
+      first_visible_position(options.mask, position, config.capacity, options.sliding_window);
   const std::size_t row_values = static_cast<std::size_t>(in.n_kv_heads) * in.head_dim;
   std::vector<float> k, v;
-  for (std::int64_t logical = window.first; logical < window.len; ++logical) {
-    const std::int64_t p = position + 1 - window.len + logical;
+  for (std::int64_t p = first; p <= position; ++p) {
     const auto owner = owners.find({in.q_slot[i], row_of(config, p)});
     if (owner == owners.end() || in.kv_pos[owner->second] != p) return std::nullopt;
     const auto at = static_cast<std::ptrdiff_t>(owner->second * row_values);

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <memory>
 
-#include "attention/window.h"
 #include "common/thread_pool.h"
 #include "device_tensor.h"
 #include "oracle/attention_oracle.h"
 #include "synthetic_kv.h"
+#include "visible_positions.h"
 
 namespace turbodecode::cli {
 namespace {
@@ -41,25 +41,11 @@ struct IndexArrays {
   DeviceTensor slots;
 };
 
-attention::WindowKind window_kind(MaskKind mask) {
-  switch (mask) {
-    case MaskKind::sliding_ring:
-      return attention::WindowKind::sliding_ring;
-    case MaskKind::sliding_linear:
-      return attention::WindowKind::sliding_linear;
-    case MaskKind::causal:
-      break;
-  }
-  return attention::WindowKind::causal;
-}
-
 // Exact attention of the query at `position` over the unquantized rows it sees.
 std::vector<double> exact_output(const LayerInputs& in, std::int64_t position, int step) {
   const SimulatedLayer& layer = in.layer;
-  const attention::Window window =
-      attention::query_window(window_kind(layer.mask), position, in.capacity, layer.sliding_window);
-  // Logical index i of the window is position (position + 1 - len + i).
-  const std::int64_t first = position + 1 - window.len + window.first;
+  const std::int64_t first =
+      first_visible_position(layer.mask, position, in.capacity, layer.sliding_window);
   const std::int64_t row = static_cast<std::int64_t>(layer.n_kv_heads) * layer.head_dim;
   // Reused per thread: these copies are tens of MB at long contexts.
   thread_local std::vector<float> k, v;
