@@ -129,6 +129,8 @@ struct MatrixCase {
   int n_kv_heads;
   bool softcap;
   bool rotated_output;
+  float scale;              // 0 (1/√D), or as Gemma passes it
+  float scale_factor_d512;  // `sf` of SPEC §1.2
   std::int64_t row_padding;
   std::int64_t capacity;
   std::int64_t window;
@@ -141,7 +143,8 @@ struct MatrixCase {
         " K=" + format_name(k_format) + " V=" + format_name(v_format) +
         " group=" + std::to_string(group) + " kv_heads=" + std::to_string(n_kv_heads) +
         " splits=" + std::to_string(fixed_splits) + " softcap=" + std::to_string(softcap) +
-        " rotated=" + std::to_string(rotated_output) + " cap=" + std::to_string(capacity) +
+        " rotated=" + std::to_string(rotated_output) + " scale=" + std::to_string(scale) +
+        " sf=" + std::to_string(scale_factor_d512) + " cap=" + std::to_string(capacity) +
         " window=" + std::to_string(window) + " pos=";
     for (auto p : positions) s += std::to_string(p) + ",";
     return s;
@@ -163,13 +166,30 @@ std::vector<MatrixCase> matrix_cases() {
     for (int vis = 0; vis < 4; ++vis) {
       for (RowFormat v : v_formats) {
         for (int s : splits) {
-          MatrixCase c{static_cast<Visibility>(vis), v, s, 0, {}, 0, 0, false, false, 0, 0, 0, {}};
+          MatrixCase c{static_cast<Visibility>(vis),
+                       v,
+                       s,
+                       0,
+                       {},
+                       0,
+                       0,
+                       false,
+                       false,
+                       0.0f,
+                       1.0f,
+                       0,
+                       0,
+                       0,
+                       {}};
           c.head_dim = pick(std::array{256, 512});
-          c.k_format = pick(std::array{RowFormat::f16, RowFormat::tq8, RowFormat::tq4});
+          c.k_format = pick(std::array{RowFormat::f16, RowFormat::f16, RowFormat::tq8,
+                                       RowFormat::tq4, RowFormat::tq5, RowFormat::tq6});
           c.group = pick(std::array{1, 2, 8});
           c.n_kv_heads = pick(std::array{1, 2});
           c.softcap = design() % 2;
           c.rotated_output = design() % 2;
+          c.scale = pick(std::array{0.0f, 0.0f, 1.0f, 0.03f});
+          c.scale_factor_d512 = pick(std::array{1.0f, 2.5f});
           c.row_padding = pick(std::array{0, 0, 32});
           const bool ring = vis >= 2;
           c.capacity = ring ? pick(std::array{64, 1000, 4096}) : 5000;
@@ -202,7 +222,7 @@ TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
                          ring ? LayerKind::ring : LayerKind::linear,
                          mc.k_format,
                          mc.v_format,
-                         1.0f,
+                         mc.scale_factor_d512,
                          Device::cpu};
     KvCache cache(config);
     fill_random(cache.view(), seed);
@@ -213,6 +233,7 @@ TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
                                                                  : MaskKind::sliding_ring;
     options.sliding_window = mc.window;
     options.softcap = mc.softcap ? 2.5f : 0.0f;
+    options.scale = mc.scale;
     options.rotated_output = mc.rotated_output;
     options.fixed_splits = mc.fixed_splits;
     const DecodePlan plan = plan_decode(config, options, 4);
@@ -331,6 +352,26 @@ TEST(DecodeAttention, RowIsBitwiseIdenticalAloneAndInAnyBatch) {
       EXPECT_EQ(again.output(i), batch.output(i));
     }
   }
+}
+
+TEST(DecodeAttention, NanInOneQueryPropagatesToItsRowOnly) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const KvCacheConfig config{
+      2, 1, 300, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
+  KvCache cache(config);
+  fill_random(cache.view(), seed);
+  DecodeOptions options;
+  options.n_heads = 2;
+  const DecodePlan plan = plan_decode(config, options, 2);
+  const DecodeCall clean(plan, {0, 1}, {299, 150}, seed + 1);
+  clean.run(plan, cache.view());
+  DecodeCall poisoned(plan, {0, 1}, {299, 150}, seed + 1);
+  poisoned.q().as<float>()[3] = NAN;  // query 0, head 0
+  poisoned.run(plan, cache.view());
+  const std::vector<float> row0 = poisoned.output(0);
+  EXPECT_TRUE(std::isnan(row0[0]));
+  EXPECT_EQ(poisoned.output(1), clean.output(1));
 }
 
 // ---------------------------------------------------------------------------------------------

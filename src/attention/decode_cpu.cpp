@@ -236,7 +236,8 @@ void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
     float* scores = scratch.scores.data() + static_cast<std::ptrdiff_t>(h) * kTilePositions;
     std::fill(scores + tile_length, scores + kTilePositions, -INFINITY);
     const float m_old = scratch.m[static_cast<std::size_t>(h)];
-    const float m_new = std::fmax(m_old, simd::max(scores, kTilePositions));
+    const float tile_max = simd::max(scores, kTilePositions);
+    const float m_new = std::isnan(tile_max) ? tile_max : std::fmax(m_old, tile_max);
     const float correction = merge_weight(m_old, m_new);
     if (correction != 1.0f) simd::scale(correction, o_rows[h], dim);
     simd::exp_shifted(scores, m_new, kTilePositions);

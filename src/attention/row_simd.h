@@ -121,11 +121,16 @@ inline void scale(float c, float* y, int count) {
   }
 }
 
-// max_t x_t, NaN-free inputs assumed (a NaN score may or may not win; it propagates anyway
-// through the weights).
+// max_t x_t, or NaN when any x_t is NaN (a NaN score must reach the output, SPEC §7).
 inline float max(const float* x, int count) {
   __m256 m = _mm256_set1_ps(-INFINITY);
-  for (int j = 0; j < count; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + j));
+  __m256 nan = _mm256_setzero_ps();
+  for (int j = 0; j < count; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    m = _mm256_max_ps(m, v);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(nan) != 0) return NAN;
   const __m128 pair = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   const __m128 quad = _mm_max_ps(pair, _mm_movehl_ps(pair, pair));
   return _mm_cvtss_f32(_mm_max_ss(quad, _mm_movehdup_ps(quad)));
