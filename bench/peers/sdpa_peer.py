@@ -114,7 +114,7 @@ def time_backend(shape, name, backend, args):
         except Exception as e:
             errors.append(f"{'expanded' if expanded else 'enable_gqa'}: {e}".splitlines()[0])
         finally:
-            del inputs
+            inputs = None  # frees this attempt's tensors before the next one allocates
             torch.cuda.empty_cache()
     return {"backend": name, "error": "; ".join(errors)}
 
