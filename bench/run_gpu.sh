@@ -120,11 +120,11 @@ run_step "report_attention" SKIP_REPORT 30 \
 
 if [[ -x "$BUILD/bench/hc_bench" ]]; then
   mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_bench.json" bench/hc_bench.c*)
-  run_step "hc_bench" SKIP_HC 60 "$BUILD/bench/hc_bench" "${hc_args[@]}"
+  run_step "hc_bench" SKIP_HC 60 "$BUILD/bench/hc_bench" $QUICK_FLAG "${hc_args[@]}"
 fi
 if [[ -f bench/peers/hc_torch.py ]]; then
   mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" bench/peers/hc_torch.py)
-  run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py "${hc_args[@]}"
+  run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py $QUICK_FLAG "${hc_args[@]}"
 fi
 
 if [[ "${SKIP_SANITIZER:-0}" == 1 ]]; then
