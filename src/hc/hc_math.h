@@ -12,12 +12,22 @@
 
 namespace turbodecode {
 
+// A product the compiler may not fuse with a later addition (nvcc fuses aggressively; the
+// host compiler never does in ISO C++ mode), so every context rounds it the same way.
+TD_HOST_DEVICE float hc_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // Logistic function that never exponentiates a positive number: finite and exact at the
 // extremes (σ(±1e30) is 1 / 0), NaN only for NaN input.
 TD_HOST_DEVICE float hc_sigmoid(float z) {
   const float e = expf(-fabsf(z));
   const float s = 1.0f / (1.0f + e);
-  return z >= 0.0f ? s : e * s;
+  return z >= 0.0f ? s : hc_mul(e, s);
 }
 
 // One step of the weighted sums of collapse and expand: acc + w·x with a single rounding.
@@ -37,7 +47,7 @@ TD_HOST_DEVICE float hc_rms_scale(float sum_squares, std::int64_t width, float e
 
 // normed = (u · rms_scale) · weight.
 TD_HOST_DEVICE float hc_rms_apply(float u, float rms_scale, float weight) {
-  return u * rms_scale * weight;
+  return hc_mul(hc_mul(u, rms_scale), weight);
 }
 
 // Sinkhorn normalisation of the n×n matrix c (row-major): one pass over rows (dim 1) or
@@ -49,7 +59,7 @@ TD_HOST_DEVICE void hc_normalise_rows(float* c, int n, float eps) {
     float sum = 0.0f;
     for (int k = 0; k < count; ++k) sum += c[r * count + k];
     const float inv = 1.0f / (sum + eps);
-    for (int k = 0; k < count; ++k) c[r * count + k] *= inv;
+    for (int k = 0; k < count; ++k) c[r * count + k] = hc_mul(c[r * count + k], inv);
   }
 }
 
@@ -60,7 +70,7 @@ TD_HOST_DEVICE void hc_normalise_columns(float* c, int n, float eps) {
     float sum = 0.0f;
     for (int r = 0; r < count; ++r) sum += c[r * count + k];
     const float inv = 1.0f / (sum + eps);
-    for (int r = 0; r < count; ++r) c[r * count + k] *= inv;
+    for (int r = 0; r < count; ++r) c[r * count + k] = hc_mul(c[r * count + k], inv);
   }
 }
 
