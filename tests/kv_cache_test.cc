@@ -131,10 +131,8 @@ void expect_stored_row(const KvCacheConfig& c, RowFormat format, const TensorVie
   const auto want = oracle::tq_encode(d, bits, c.scale_factor_d512, x);
   const auto got = oracle::tq_unpack_codes(d, bits, row_bytes_at(rows, slot, head, row));
   const auto* got_norms = reinterpret_cast<const float*>(row_bytes_at(norms, slot, head, row));
-  std::vector<double> norms_d;
   for (int b = 0; b < norms_per_row(d); ++b) {
     ASSERT_NEAR(got_norms[b], want.norms[b], 1e-6 * want.norms[b]) << "norm " << b;
-    norms_d.push_back(got_norms[b]);
   }
   for (int j = 0; j < d; ++j) {
     const bool near_boundary =
@@ -142,11 +140,6 @@ void expect_stored_row(const KvCacheConfig& c, RowFormat format, const TensorVie
     ASSERT_TRUE(got[j] == want.codes[j] || (near_boundary && std::abs(got[j] - want.codes[j]) == 1))
         << "code " << j << ": " << got[j] << " vs oracle " << want.codes[j];
   }
-  // What attention will read: the stored row decodes to the oracle's decode of its encode.
-  const auto decoded = oracle::tq_decode(d, bits, c.scale_factor_d512, got, norms_d);
-  const auto expected = oracle::tq_decode(d, bits, c.scale_factor_d512, want.codes, want.norms);
-  const std::vector<float> decoded_f(decoded.begin(), decoded.end());
-  EXPECT_LE(testing::relative_l2(decoded_f, expected), 1e-3);
 }
 
 std::int64_t row_of(const KvCacheConfig& c, std::int64_t position) {
