@@ -21,6 +21,8 @@
 set -u
 
 BUILD=${BUILD:-build/release}
+# The slim copy bench/stage_gpu_build.sh makes, when the full build folder did not travel.
+[[ ! -e "$BUILD/CMakeCache.txt" && -e build/gpu/CMakeCache.txt ]] && BUILD=build/gpu
 OUT_DIR=${OUT:-${1:-gpu-out}}
 BUDGET_S=${BUDGET_S:-540}
 QUICK_FLAG=""
@@ -90,10 +92,16 @@ json_args_for() {
 }
 
 # ctest files hold the absolute paths of the machine that configured the build: when this
-# checkout sits elsewhere, make that source path lead here.
-configured_source=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+# checkout sits elsewhere, make that source path lead here, and the configured build folder
+# lead to the one used now.
+configured() { sed -n "s/^$1:INTERNAL=//p" "$BUILD/CMakeCache.txt" 2>/dev/null; }
+configured_source=$(configured CMAKE_HOME_DIRECTORY)
+configured_build=$(configured CMAKE_CACHEFILE_DIR)
 if [[ -n "$configured_source" && ! -e "$configured_source" ]]; then
   mkdir -p "$(dirname "$configured_source")" && ln -s "$PWD" "$configured_source"
+fi
+if [[ -n "$configured_build" && ! -e "$configured_build" ]]; then
+  mkdir -p "$(dirname "$configured_build")" && ln -s "$(cd "$BUILD" && pwd)" "$configured_build"
 fi
 
 run_step "nvidia-smi" SKIP_SMI 20 nvidia-smi

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Copies what the GPU session needs from a build folder into a small one that the device tool
+# can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
+# (tests/*_gpu_test) and GPU benchmarks (bench/*_bench but cpu_*) with their symbols stripped,
+# CMakeCache.txt and ctest's files, with the gtest cases already discovered here. run_gpu.sh
+# uses build/gpu when build/release did not travel.
+#   bench/stage_gpu_build.sh [BUILD (build/release)] [STAGE (build/gpu)]
+set -euo pipefail
+
+BUILD=${1:-build/release}
+STAGE=${2:-build/gpu}
+
+# Reading the ctest files runs gtest discovery (each test binary lists its cases; no GPU
+# needed), so the *_tests.cmake files exist before they are copied.
+ctest --test-dir "$BUILD" -N >/dev/null
+
+rm -rf "$STAGE"
+mkdir -p "$STAGE"
+cp "$BUILD/CMakeCache.txt" "$STAGE/"
+# Executables first, ctest files after: discovery reruns when a *_tests.cmake file is older
+# than its executable.
+(cd "$BUILD" && find tests -maxdepth 1 -type f -name '*_gpu_test' &&
+  find bench -maxdepth 1 -type f -name '*_bench' -not -name 'cpu_*') | while read -r exe; do
+  mkdir -p "$STAGE/$(dirname "$exe")"
+  strip -o "$STAGE/$exe" "$BUILD/$exe"
+done
+for pattern in CTestTestfile.cmake '*_include.cmake' '*_tests.cmake'; do
+  (cd "$BUILD" && find . -name "$pattern" -not -path '*/CMakeFiles/*') | while read -r file; do
+    mkdir -p "$STAGE/$(dirname "$file")"
+    cp "$BUILD/$file" "$STAGE/$file"
+  done
+done
+du -sh "$STAGE"
