@@ -2,6 +2,7 @@
 // the split kernel for the cache's compile-time shape (one dispatch switch) and the merge.
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "attention/cuda/decode_cuda.h"
 #include "attention/cuda/decode_params.cuh"
@@ -101,6 +102,9 @@ void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorVi
   // Queries index grid.z of the split kernel.
   check_arg(n <= std::numeric_limits<std::uint16_t>::max(), "q",
             "the CUDA backend serves at most 65535 queries per call");
+  check_arg(plan.max_splits <= decode::kMaxSplits, "plan.max_splits",
+            "the CUDA backend merges at most " + std::to_string(decode::kMaxSplits) +
+                " splits per query");
   const DecodeParams p = make_params(plan, cache, q, slot_ids, seq_pos, out, workspace);
   const decode::SplitKernel split = decode::select_split_kernel(
       plan.cache.head_dim, p.heads_per_block, decode::codec_of(plan.cache.k_format),

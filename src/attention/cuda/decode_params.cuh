@@ -18,6 +18,9 @@ enum class RowCodec : int { f16, tq_byte, tq_nibble };
 // Split boundaries fall on multiples of this many positions, as on the CPU backend, so both
 // backends cut a query identically (split_policy.h).
 inline constexpr std::int64_t kSplitAlign = 32;
+// Most splits a query may have on CUDA (the merge keeps one weight per split in shared
+// memory); equals the largest fixed_splits plan_decode accepts.
+inline constexpr int kMaxSplits = 1024;
 
 // One side (K or V) of the cache.
 struct CacheSide {

@@ -40,7 +40,8 @@ attention::SplitPolicy choose_split_policy(const DecodePlan& plan) {
 
   attention::SplitPolicy policy;
   policy.min_split_tokens = kMinSplitTokens;
-  policy.target_splits = std::max(1, (wave + blocks_per_split - 1) / blocks_per_split);
+  policy.target_splits =
+      std::clamp((wave + blocks_per_split - 1) / blocks_per_split, 1, decode::kMaxSplits);
   policy.fixed_splits = plan.options.fixed_splits;
   policy.max_splits = policy.fixed_splits > 0 ? policy.fixed_splits : policy.target_splits;
   return policy;
