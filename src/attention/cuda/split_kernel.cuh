@@ -220,6 +220,31 @@ __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, cons
   }
 }
 
+// Stores the split's unnormalised O slices and, from the softmax threads, its (m, l) pairs.
+// state_base indexes the first head's state of this split.
+template <int D, int kHeads, int T>
+__device__ __forceinline__ void write_split_state(const DecodeParams& p, std::int64_t state_base,
+                                                  int heads_here, const LaneSlice& slice,
+                                                  const float (&o)[kHeads][D / kSplitThreads],
+                                                  float m_run, float l_run) {
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    if (h >= heads_here) break;
+    float* dst =
+        p.partial_o + (state_base + static_cast<std::int64_t>(h) * p.max_splits) * D + slice.first;
+    if constexpr (D / kSplitThreads == 4) {
+      *reinterpret_cast<float4*>(dst) = make_float4(o[h][0], o[h][1], o[h][2], o[h][3]);
+    } else {
+      *reinterpret_cast<float2*>(dst) = make_float2(o[h][0], o[h][1]);
+    }
+  }
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < T * kHeads && i % T == 0 && i / T < heads_here) {
+    p.partial_ml[state_base + static_cast<std::int64_t>(i / T) * p.max_splits] =
+        make_float2(m_run, l_run);
+  }
+}
+
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __global__ void __launch_bounds__(kSplitThreads)
     split_kernel(const __grid_constant__ DecodeParams p) {
@@ -289,23 +314,8 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
   wait_copies<0>();  // no copy may outlive the block
 
-  const std::int64_t state_base = (query * p.n_heads + first_head) * p.max_splits + split;
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-    if (h >= heads_here) break;
-    float* dst =
-        p.partial_o + (state_base + static_cast<std::int64_t>(h) * p.max_splits) * D + slice.first;
-    if constexpr (E == 4) {
-      *reinterpret_cast<float4*>(dst) = make_float4(o[h][0], o[h][1], o[h][2], o[h][3]);
-    } else {
-      *reinterpret_cast<float2*>(dst) = make_float2(o[h][0], o[h][1]);
-    }
-  }
-  const int i = static_cast<int>(threadIdx.x);
-  if (i < s.pairs && i % T == 0 && i / T < heads_here) {
-    p.partial_ml[state_base + static_cast<std::int64_t>(i / T) * p.max_splits] =
-        make_float2(m_run, l_run);
-  }
+  write_split_state<D, kHeads, T>(p, (query * p.n_heads + first_head) * p.max_splits + split,
+                                  heads_here, slice, o, m_run, l_run);
 }
 
 // Launches split_kernel over grid (max_splits, n_kv_heads · head_chunks, n_queries).
