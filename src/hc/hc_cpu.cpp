@@ -1,6 +1,7 @@
 #include "hc/hc_cpu.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/f16.h"
@@ -22,20 +23,31 @@ float sum_lanes(float* lanes) {
   return lanes[0];
 }
 
-void add_squares(const float* u, std::int64_t width, float* lanes) {
+// The partial sums live in a local copy of the lanes so the compiler can keep them in one
+// vector register (the caller's array may alias the inputs as far as it can tell).
+void add_squares(const float* u, std::int64_t width, float* out_lanes) {
+  float lanes[kLanes];
+  std::memcpy(lanes, out_lanes, sizeof lanes);
   std::int64_t d = 0;
   for (; d + kLanes <= width; d += kLanes) {
     for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(u[d + l], u[d + l], lanes[l]);
   }
   for (; d < width; ++d) lanes[d % kLanes] = fmaf(u[d], u[d], lanes[d % kLanes]);
+  std::memcpy(out_lanes, lanes, sizeof lanes);
 }
 
-void add_f16_products(const std::uint16_t* w, const float* x, std::int64_t width, float* lanes) {
+void add_f16_products(const std::uint16_t* w, const float* x, std::int64_t width,
+                      float* out_lanes) {
+  float lanes[kLanes];
+  std::memcpy(lanes, out_lanes, sizeof lanes);
   std::int64_t d = 0;
   for (; d + kLanes <= width; d += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(f16_to_f32(w[d + l]), x[d + l], lanes[l]);
+    float wf[kLanes];
+    for (int l = 0; l < kLanes; ++l) wf[l] = f16_to_f32(w[d + l]);
+    for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(wf[l], x[d + l], lanes[l]);
   }
   for (; d < width; ++d) lanes[d % kLanes] = fmaf(f16_to_f32(w[d]), x[d], lanes[d % kLanes]);
+  std::memcpy(out_lanes, lanes, sizeof lanes);
 }
 
 void split_row(const SplitArgs& args, std::int64_t t) {

@@ -21,11 +21,12 @@ inline float row_dot_cpu(const std::uint8_t* row, const float* x, std::int64_t c
     std::memcpy(&d_bits, block, sizeof d_bits);
     const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
     const float* xb = x + b * kQ8BlockValues;
+    // Widening into a local array first lets the compiler vectorise both loops.
+    float qf[kQ8BlockValues];
+    for (int j = 0; j < kQ8BlockValues; ++j) qf[j] = static_cast<float>(q[j]);
     float lanes[kLanes] = {};
     for (int j = 0; j < kQ8BlockValues; j += kLanes) {
-      for (int l = 0; l < kLanes; ++l) {
-        lanes[l] = __builtin_fmaf(static_cast<float>(q[j + l]), xb[j + l], lanes[l]);
-      }
+      for (int l = 0; l < kLanes; ++l) lanes[l] = __builtin_fmaf(qf[j + l], xb[j + l], lanes[l]);
     }
     for (int width = kLanes / 2; width > 0; width /= 2) {
       for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];

@@ -18,6 +18,7 @@ using hc::kPreGroupRows;
 constexpr int kLaneElements = kPreChunkWidth / kWarpSize;
 static_assert(kPreChunkWidth == kRowThreads, "one chunk element per thread when staging x");
 constexpr int kMaxMixWidth = hc_mix_width(kMaxHcStreams);
+constexpr int kMixRowsPerPass = 4;
 
 struct PreLaunch {
   hc::NormMixArgs norm_mix;
@@ -62,20 +63,34 @@ __device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, i
     squares = warp_sum(squares);
     if (lane == 0) partial_slot(p, t0 + warp, chunk)[a.mix_width] = squares;
   }
-  for (int k = warp; k < a.mix_width; k += kRowWarps) {
-    const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
-    float w[kLaneElements];
+  // Each warp loads the W chunks of up to kMixRowsPerPass mix outputs before using them, so
+  // their loads are in flight together (M = 24 takes one pass).
+  for (int k0 = warp; k0 < a.mix_width; k0 += kRowWarps * kMixRowsPerPass) {
+    float w[kMixRowsPerPass][kLaneElements];
 #pragma unroll
-    for (int j = 0; j < kLaneElements; ++j) {
-      const int e = lane + kWarpSize * j;
-      w[j] = begin + e < width ? __half2float(__ushort_as_half(__ldg(w_row + e))) : 0.0f;
+    for (int q = 0; q < kMixRowsPerPass; ++q) {
+      const int k = k0 + q * kRowWarps;
+      const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
+#pragma unroll
+      for (int j = 0; j < kLaneElements; ++j) {
+        const int e = lane + kWarpSize * j;
+        w[q][j] = k < a.mix_width && begin + e < width
+                      ? __half2float(__ushort_as_half(__ldg(w_row + e)))
+                      : 0.0f;
+      }
     }
     for (int r = 0; r < rows_here; ++r) {
-      float acc = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kLaneElements; ++j) acc = fmaf(w[j], xs[r][lane + kWarpSize * j], acc);
-      acc = warp_sum(acc);
-      if (lane == 0) partial_slot(p, t0 + r, chunk)[k] = acc;
+      for (int q = 0; q < kMixRowsPerPass; ++q) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kLaneElements; ++j) {
+          acc = fmaf(w[q][j], xs[r][lane + kWarpSize * j], acc);
+        }
+        acc = warp_sum(acc);
+        const int k = k0 + q * kRowWarps;
+        if (lane == 0 && k < a.mix_width) partial_slot(p, t0 + r, chunk)[k] = acc;
+      }
     }
   }
 }

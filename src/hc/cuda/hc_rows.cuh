@@ -31,6 +31,7 @@ __device__ __forceinline__ float block_sum(float value, float* scratch) {
 __device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args, const float* pre,
                                                    std::int64_t t) {
   float* out = args.out.row(t);
+#pragma unroll 4
   for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
     float acc = 0.0f;
     for (int h = 0; h < args.n_hc; ++h) acc = hc_accumulate(acc, pre[h], args.x.at(t, h)[d]);
@@ -43,11 +44,13 @@ __device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args,
 __device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, const float* u,
                                                    std::int64_t t, float* scratch) {
   float squares = 0.0f;
+#pragma unroll 4
   for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
     squares = fmaf(u[d], u[d], squares);
   }
   const float scale = hc_rms_scale(block_sum(squares, scratch), args.embd, args.eps);
   float* out = args.out.row(t);
+#pragma unroll 4
   for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
     out[d] = hc_rms_apply(u[d], scale, args.weight[d]);
   }
