@@ -225,6 +225,9 @@ json run_rows(std::int64_t t, const Settings& settings, const Shared& sh,
   std::vector<CallSet> calls;
   calls.reserve(static_cast<std::size_t>(sets));
   for (int i = 0; i < sets; ++i) calls.emplace_back(t, plan, q8_host, 1000ull * (i + 1), s);
+  // The sets were filled on `s` and by copies and memsets on the legacy stream, which the
+  // non-blocking `s` does not wait for.
+  TD_CUDA_CHECK(cudaDeviceSynchronize());
   // Every op reads a split written by an earlier HC-pre: produce them once.
   for (const CallSet& c : calls) {
     make_ops(sh, plan, t).back().launch(c, Stream{s});

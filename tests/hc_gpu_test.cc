@@ -141,6 +141,8 @@ TEST_F(HcGpu, PreReplaysFromACudaGraph) {
     Buffer split = testing::poisoned(Device::cuda, rows * m);
     Buffer collapsed = testing::poisoned(Device::cuda, rows * e);
     Buffer normed = testing::poisoned(Device::cuda, rows * e);
+    // The poisoning memsets ran on the legacy stream, which `stream` does not wait for.
+    synchronize();
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);

@@ -95,16 +95,17 @@ __device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, i
   }
 }
 
-// Counts this block in; true for the last block of the group, which also resets the counter
-// for the next launch. The fences order the partials before the count (writers) and after it
-// (the last block).
+// Counts this block in; true for the last block of the group, whose increment also resets
+// the counter for the next launch. The fences order the partials before the count (writers) and
+// after it (the last block).
 __device__ bool arrive_last(unsigned* counter, int chunks) {
   __shared__ bool last;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    last = atomicAdd(counter, 1u) + 1u == static_cast<unsigned>(chunks);
-    if (last) atomicExch(counter, 0u);
+    // atomicInc wraps to 0 after chunks − 1: the last arrival resets the counter itself.
+    const unsigned last_count = static_cast<unsigned>(chunks) - 1u;
+    last = atomicInc(counter, last_count) == last_count;
   }
   __syncthreads();
   if (last) __threadfence();
