@@ -6,9 +6,9 @@
 #include "oracle/attention_oracle.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <stdexcept>
 
 #include "oracle/tq_oracle.h"
@@ -75,26 +75,78 @@ std::vector<std::int64_t> visible_rows(const KvCacheConfig& c, const DecodeOptio
   return rows;
 }
 
-// softmax(scores)-weighted sum of rows; zeros when there are none.
-Row weighted_sum(const std::vector<double>& scores, const std::vector<Row>& values, int dim) {
-  Row out(static_cast<std::size_t>(dim), 0.0);
-  if (scores.empty()) return out;
-  const double max = *std::max_element(scores.begin(), scores.end());
-  double total = 0.0;
-  for (std::size_t p = 0; p < scores.size(); ++p) {
-    const double weight = std::exp(scores[p] - max);
-    total += weight;
-    for (int j = 0; j < dim; ++j)
-      out[static_cast<std::size_t>(j)] += weight * values[p][static_cast<std::size_t>(j)];
-  }
-  for (double& x : out) x /= total;
-  return out;
-}
+// The query heads that share one KV head, stored [D, heads rounded up to kHeadBlock] with zero
+// padding, so their dot products with one row advance side by side in registers rather than
+// one latency-bound chain after another. Each head's sum still runs over j in order, in double.
+class QueryGroup {
+ public:
+  static constexpr std::size_t kHeadBlock = 8;
 
-double dot(const Row& a, const Row& b) {
-  double sum = 0.0;
-  for (std::size_t j = 0; j < a.size(); ++j) sum += a[j] * b[j];
-  return sum;
+  QueryGroup(std::size_t heads, std::size_t dim)
+      : heads_(heads),
+        dim_(dim),
+        stride_((heads + kHeadBlock - 1) / kHeadBlock * kHeadBlock),
+        by_dim_(dim * stride_, 0.0) {}
+
+  std::size_t heads() const { return heads_; }
+  std::size_t dim() const { return dim_; }
+
+  template <class Value>
+  void set(std::size_t head, const Value* values) {
+    for (std::size_t j = 0; j < dim_; ++j) by_dim_[j * stride_ + head] = values[j];
+  }
+
+  // dots[h] = dot(query h, row) for every head.
+  template <class Value>
+  void dots(const Value* row, double* dots) const {
+    for (std::size_t block = 0; block < stride_; block += kHeadBlock) {
+      std::array<double, kHeadBlock> sums{};
+      const double* q = by_dim_.data() + block;
+      for (std::size_t j = 0; j < dim_; ++j, q += stride_) {
+        const auto x = static_cast<double>(row[j]);
+        for (std::size_t h = 0; h < kHeadBlock; ++h) sums[h] += q[h] * x;
+      }
+      std::copy_n(sums.begin(), std::min(kHeadBlock, heads_ - block), dots + block);
+    }
+  }
+
+ private:
+  std::size_t heads_, dim_, stride_;
+  std::vector<double> by_dim_;
+};
+
+// Attention of a query group over `rows` rows, all visible; key_at(p) and value_at(p) point at
+// row p's values. Returns [heads, D]: each head's softmax-weighted sum of the value rows, zeros
+// when there are no rows. Each row is read once for all heads, in place.
+template <class KeyAt, class ValueAt>
+std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt key_at,
+                           ValueAt value_at, double scale, double softcap) {
+  const std::size_t heads = queries.heads(), dim = queries.dim();
+  std::vector<double> dots(heads), scores(heads * rows);  // scores [heads, rows]
+  for (std::size_t p = 0; p < rows; ++p) {
+    queries.dots(key_at(p), dots.data());
+    for (std::size_t h = 0; h < heads; ++h) scores[h * rows + p] = capped(scale * dots[h], softcap);
+  }
+  std::vector<double> out(heads * dim, 0.0);
+  if (rows == 0) return out;
+  std::vector<double> max(heads), total(heads, 0.0);
+  for (std::size_t h = 0; h < heads; ++h) {
+    const auto head_scores = scores.begin() + static_cast<std::ptrdiff_t>(h * rows);
+    max[h] = *std::max_element(head_scores, head_scores + static_cast<std::ptrdiff_t>(rows));
+  }
+  for (std::size_t p = 0; p < rows; ++p) {
+    const auto* value = value_at(p);
+    for (std::size_t h = 0; h < heads; ++h) {
+      const double weight = std::exp(scores[h * rows + p] - max[h]);
+      total[h] += weight;
+      double* o = out.data() + h * dim;
+      for (std::size_t j = 0; j < dim; ++j) o[j] += weight * static_cast<double>(value[j]);
+    }
+  }
+  for (std::size_t h = 0; h < heads; ++h) {
+    for (std::size_t j = 0; j < dim; ++j) out[h * dim + j] /= total[h];
+  }
+  return out;
 }
 
 }  // namespace
@@ -104,14 +156,14 @@ std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptio
                                      const std::vector<std::int32_t>& slot_ids,
                                      const std::vector<std::int32_t>& seq_pos) {
   const KvCacheConfig& c = cache.config;
-  const int dim = c.head_dim;
-  const int heads = options.n_heads;
-  const int group = heads / c.n_kv_heads;
-  const double scale = resolved_scale(options.scale, dim);
+  const auto dim = static_cast<std::size_t>(c.head_dim);
+  const auto heads = static_cast<std::size_t>(options.n_heads);
+  const auto group = heads / static_cast<std::size_t>(c.n_kv_heads);
+  const double scale = resolved_scale(options.scale, c.head_dim);
   const bool tq_k = is_quantized(c.k_format);
   const bool unrotate_output = is_quantized(c.v_format) && !options.rotated_output;
   std::vector<double> out;
-  out.reserve(slot_ids.size() * static_cast<std::size_t>(heads * dim));
+  out.reserve(slot_ids.size() * heads * dim);
   for (std::size_t i = 0; i < slot_ids.size(); ++i) {
     const std::vector<std::int64_t> rows = visible_rows(c, options, seq_pos[i]);
     for (int kv = 0; kv < c.n_kv_heads; ++kv) {
@@ -120,17 +172,21 @@ std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptio
         keys.push_back(stored_row(c, c.k_format, cache.k, cache.k_norms, slot_ids[i], kv, p));
         values.push_back(stored_row(c, c.v_format, cache.v, cache.v_norms, slot_ids[i], kv, p));
       }
-      for (int h = kv * group; h < (kv + 1) * group; ++h) {
-        const float* qh =
-            q.data() + (i * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) *
-                           static_cast<std::size_t>(dim);
+      QueryGroup queries(group, dim);
+      for (std::size_t g = 0; g < group; ++g) {
+        const float* qh = q.data() + (i * heads + static_cast<std::size_t>(kv) * group + g) * dim;
         Row query(qh, qh + dim);
-        if (tq_k) query = tq_rotate(dim, query);
-        std::vector<double> scores;
-        for (const Row& k : keys) scores.push_back(capped(scale * dot(query, k), options.softcap));
-        Row o = weighted_sum(scores, values, dim);
-        if (unrotate_output) o = tq_unrotate(dim, o);
-        out.insert(out.end(), o.begin(), o.end());
+        if (tq_k) query = tq_rotate(c.head_dim, query);
+        queries.set(g, query.data());
+      }
+      const std::vector<double> o = attend(
+          queries, rows.size(), [&](std::size_t p) { return keys[p].data(); },
+          [&](std::size_t p) { return values[p].data(); }, scale, options.softcap);
+      for (std::size_t g = 0; g < group; ++g) {
+        Row head(o.begin() + static_cast<std::ptrdiff_t>(g * dim),
+                 o.begin() + static_cast<std::ptrdiff_t>((g + 1) * dim));
+        if (unrotate_output) head = tq_unrotate(c.head_dim, head);
+        out.insert(out.end(), head.begin(), head.end());
       }
     }
   }
@@ -141,25 +197,21 @@ std::vector<double> exact_attention(const std::vector<float>& q, const std::vect
                                     const std::vector<float>& v, int n_heads, int n_kv_heads,
                                     int head_dim, double scale, double softcap) {
   const auto dim = static_cast<std::size_t>(head_dim);
-  const std::size_t positions = k.size() / (static_cast<std::size_t>(n_kv_heads) * dim);
-  const int group = n_heads / n_kv_heads;
+  const auto kv_heads = static_cast<std::size_t>(n_kv_heads);
+  const std::size_t positions = k.size() / (kv_heads * dim);
+  const auto group = static_cast<std::size_t>(n_heads / n_kv_heads);
   scale = resolved_scale(scale, head_dim);
   std::vector<double> out;
-  for (int h = 0; h < n_heads; ++h) {
-    const std::size_t kv = static_cast<std::size_t>(h / group);
-    const Row query(q.begin() + static_cast<std::ptrdiff_t>(h * dim),
-                    q.begin() + static_cast<std::ptrdiff_t>((h + 1) * dim));
-    std::vector<double> scores;
-    std::vector<Row> values;
-    for (std::size_t p = 0; p < positions; ++p) {
-      const std::size_t at = (p * static_cast<std::size_t>(n_kv_heads) + kv) * dim;
-      const Row key(k.begin() + static_cast<std::ptrdiff_t>(at),
-                    k.begin() + static_cast<std::ptrdiff_t>(at + dim));
-      scores.push_back(capped(scale * dot(query, key), softcap));
-      values.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(at),
-                          v.begin() + static_cast<std::ptrdiff_t>(at + dim));
-    }
-    const Row o = weighted_sum(scores, values, head_dim);
+  out.reserve(static_cast<std::size_t>(n_heads) * dim);
+  for (std::size_t kv = 0; kv < kv_heads; ++kv) {
+    QueryGroup queries(group, dim);
+    for (std::size_t g = 0; g < group; ++g) queries.set(g, q.data() + (kv * group + g) * dim);
+    const auto row_at = [&](const std::vector<float>& rows, std::size_t p) {
+      return rows.data() + (p * kv_heads + kv) * dim;
+    };
+    const std::vector<double> o = attend(
+        queries, positions, [&](std::size_t p) { return row_at(k, p); },
+        [&](std::size_t p) { return row_at(v, p); }, scale, softcap);
     out.insert(out.end(), o.begin(), o.end());
   }
   return out;
