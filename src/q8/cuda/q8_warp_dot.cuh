@@ -22,28 +22,45 @@ __device__ __forceinline__ float warp_sum(float value) {
 }
 
 // Eight lanes share a block (4 weights each), four blocks per warp step. Each lane accumulates
-// d·(its 4-term dot) over its blocks; the warp sum then adds the lanes in a fixed order.
-// `row` must be 2-byte aligned; every lane returns the full dot product.
+// d·(its 4-term dot) over its blocks in increasing order; the warp sum then adds the lanes in a
+// fixed order. Loads of kStepsInFlight steps are issued before any is used, so about 1 KB of
+// weights per warp is in flight. `row` must be 2-byte aligned; every lane returns the full dot
+// product.
 __device__ __forceinline__ float q8_warp_row_dot(const std::uint8_t* row, const float* x,
                                                  std::int64_t cols) {
+  constexpr int kStepsInFlight = 8;
+  constexpr int kBlocksPerStep = 4;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int part = lane % 8;
   const int group = lane / 8;
   const std::int64_t blocks = cols / kQ8BlockValues;
   float acc = 0.0f;
-#pragma unroll 4
-  for (std::int64_t b = group; b < blocks; b += 4) {
-    const std::uint8_t* block = row + b * kQ8BlockBytes;
-    const auto* halves = reinterpret_cast<const std::uint16_t*>(block);
-    const float d = __half2float(__ushort_as_half(__ldg(halves)));
-    const std::uint16_t q01 = __ldg(halves + 1 + 2 * part);
-    const std::uint16_t q23 = __ldg(halves + 2 + 2 * part);
-    const float* xb = x + b * kQ8BlockValues + 4 * part;
-    float s = static_cast<float>(static_cast<std::int8_t>(q01 & 0xff)) * __ldg(xb);
-    s = fmaf(static_cast<float>(static_cast<std::int8_t>(q01 >> 8)), __ldg(xb + 1), s);
-    s = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 & 0xff)), __ldg(xb + 2), s);
-    s = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 >> 8)), __ldg(xb + 3), s);
-    acc = fmaf(d, s, acc);
+  for (std::int64_t first = group; first < blocks; first += kBlocksPerStep * kStepsInFlight) {
+    std::uint16_t scale[kStepsInFlight], q01[kStepsInFlight], q23[kStepsInFlight];
+    float xs[kStepsInFlight][4];
+#pragma unroll
+    for (int s = 0; s < kStepsInFlight; ++s) {
+      const std::int64_t b = first + s * kBlocksPerStep;
+      if (b < blocks) {
+        const auto* halves = reinterpret_cast<const std::uint16_t*>(row + b * kQ8BlockBytes);
+        scale[s] = __ldg(halves);
+        q01[s] = __ldg(halves + 1 + 2 * part);
+        q23[s] = __ldg(halves + 2 + 2 * part);
+        const float* xb = x + b * kQ8BlockValues + 4 * part;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) xs[s][k] = __ldg(xb + k);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kStepsInFlight; ++s) {
+      if (first + s * kBlocksPerStep < blocks) {
+        float dot = static_cast<float>(static_cast<std::int8_t>(q01[s] & 0xff)) * xs[s][0];
+        dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q01[s] >> 8)), xs[s][1], dot);
+        dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23[s] & 0xff)), xs[s][2], dot);
+        dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23[s] >> 8)), xs[s][3], dot);
+        acc = fmaf(__half2float(__ushort_as_half(scale[s])), dot, acc);
+      }
+    }
   }
   return warp_sum(acc);
 }
