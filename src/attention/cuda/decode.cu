@@ -102,6 +102,9 @@ void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorVi
   // Queries index grid.z of the split kernel.
   check_arg(n <= std::numeric_limits<std::uint16_t>::max(), "q",
             "the CUDA backend serves at most 65535 queries per call");
+  // The kernels index rows with 32-bit arithmetic (up to two capacities).
+  check_arg(plan.cache.capacity <= (std::int64_t{1} << 30), "cache.capacity",
+            "the CUDA backend supports at most 2^30 positions per slot");
   check_arg(plan.max_splits <= decode::kMaxSplits, "plan.max_splits",
             "the CUDA backend merges at most " + std::to_string(decode::kMaxSplits) +
                 " splits per query");

@@ -53,8 +53,8 @@ class FmaScorer {
     }
   }
 
-  __device__ void score(const unsigned char* stage, const float* codebook, float scale_factor_d512,
-                        float* partial) const {
+  __device__ void score(const unsigned char* stage, const float* codebook,
+                        float inverse_scale_factor_d512, float* partial) const {
     constexpr int T = kShape.tile;
     constexpr int N = kShape.reduce_width;
     const float* norms = reinterpret_cast<const float*>(stage + kShape.stage_k_norms);
@@ -65,8 +65,8 @@ class FmaScorer {
     for (int t = 0; t < T; ++t) {
       float row_scale = 1.0f;
       if constexpr (KC != RowCodec::f16) {
-        row_scale =
-            decode_scale<D>(norms[t * kShape.norms_per_row + slice_.part], scale_factor_d512);
+        row_scale = decode_scale<D>(norms[t * kShape.norms_per_row + slice_.part],
+                                    inverse_scale_factor_d512);
       }
       float k[E];
       row_elements<KC, E>(stage + kShape.stage_k + t * kShape.k_pitch, slice_.first, codebook,
@@ -137,7 +137,7 @@ class MmaScorer {
   // A fragments straight from the staged rows: lane (g, i) reads rows g and g + 8 at columns
   // 2i and 2i + 8; the 16-byte row padding spreads those 32 words over all 32 banks.
   __device__ void score(const unsigned char* stage, const float* /*codebook*/,
-                        float /*scale_factor_d512*/, float* partial) const {
+                        float /*inverse_scale_factor_d512*/, float* partial) const {
     constexpr int T = kShape.tile;
     constexpr int N = kShape.reduce_width;
     const int group = slice_.lane / 4;

@@ -36,50 +36,62 @@ __device__ __forceinline__ float group_reduce(float value, Op op) {
   return value;
 }
 
-// Where one split's rows of one KV head live.
+// Where one split's rows of one KV head live. Row arithmetic is 32-bit: run_decode rejects
+// capacities of 2^31 rows or more.
 struct SplitRows {
   const unsigned char* k_rows;
   const float* k_norms;
   const unsigned char* v_rows;
   const float* v_norms;
   std::int64_t k_row_stride, v_row_stride, k_norm_stride, v_norm_stride;
-  attention::Window window;
-  std::int64_t end;  // logical offsets past the split's end are not copied
+  int first_row;  // ring_start + window.first: the row of logical offset 0 before wrapping
+  int capacity;
+  int end;  // logical offsets (from window.first) at or past the split's end are not copied
+
+  // Cache row of logical offset `logical` (< window length: at most one wrap), or 0 past the end.
+  __device__ __forceinline__ int row(int logical) const {
+    if (logical >= end) return 0;
+    const int r = first_row + logical;
+    return r >= capacity ? r - capacity : r;
+  }
 };
 
 // Copies the tile's rows of kRowBytes bytes (logical offsets tile_begin + t) into `stage`,
-// kPitch bytes apart.
+// kPitch bytes apart. A thread always copies the same 16-byte column of its rows.
 template <int kRowBytes, int kPitch, int kTile>
 __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_t row_stride,
-                                          const SplitRows& split, std::int64_t tile_begin,
+                                          const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {
   constexpr int kChunksPerRow = kRowBytes / 16;
-  for (int c = static_cast<int>(threadIdx.x); c < kTile * kChunksPerRow; c += kSplitThreads) {
-    const int t = c / kChunksPerRow;
-    const int chunk = c % kChunksPerRow;
-    const std::int64_t logical = tile_begin + t;
-    const bool valid = logical < split.end;
-    const std::int64_t row = valid ? split.window.row(split.window.first + logical) : 0;
-    copy_async_16(stage + t * kPitch + chunk * 16, rows + row * row_stride + chunk * 16, valid);
+  static_assert(kSplitThreads % kChunksPerRow == 0, "whole rows per pass");
+  constexpr int kRowsPerPass = kSplitThreads / kChunksPerRow;
+  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
+  const unsigned char* column = rows + chunk * 16;
+  unsigned char* target = stage + chunk * 16;
+  constexpr int kPasses = (kTile + kRowsPerPass - 1) / kRowsPerPass;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int t = static_cast<int>(threadIdx.x) / kChunksPerRow + pass * kRowsPerPass;
+    if (kTile % kRowsPerPass != 0 && t >= kTile) break;
+    const int logical = tile_begin + t;
+    copy_async_16(target + t * kPitch, column + split.row(logical) * row_stride,
+                  logical < split.end);
   }
 }
 
 template <int kNormsPerRow, int kTile>
 __device__ __forceinline__ void copy_norms(const float* norms, std::int64_t norm_stride,
-                                           const SplitRows& split, std::int64_t tile_begin,
-                                           float* stage) {
+                                           const SplitRows& split, int tile_begin, float* stage) {
   for (int i = static_cast<int>(threadIdx.x); i < kTile * kNormsPerRow; i += kSplitThreads) {
-    const int t = i / kNormsPerRow;
-    const std::int64_t logical = tile_begin + t;
-    const bool valid = logical < split.end;
-    const std::int64_t row = valid ? split.window.row(split.window.first + logical) : 0;
-    copy_async_4(stage + i, norms + row * norm_stride + i % kNormsPerRow, valid);
+    const int logical = tile_begin + i / kNormsPerRow;
+    copy_async_4(stage + i, norms + split.row(logical) * norm_stride + i % kNormsPerRow,
+                 logical < split.end);
   }
 }
 
 // Issues the copies of one tile into a stage and commits them as one group.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__device__ __forceinline__ void copy_tile(const SplitRows& split, std::int64_t tile_begin,
+__device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   copy_rows<s.k_row_bytes, s.k_pitch, s.tile>(split.k_rows, split.k_row_stride, split, tile_begin,
@@ -160,6 +172,7 @@ __device__ __forceinline__ void softmax_tile(const DecodeParams& p, const float*
   }
 }
 
+// The split covers logical offsets [begin, end) of the window; tiles count from `begin`.
 template <RowCodec KC, RowCodec VC>
 __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const QueryRows& rows,
                                                 int kv_head, std::int64_t end) {
@@ -174,8 +187,9 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
           p.v.row_stride_bytes[2],
           p.k.norm_stride[2],
           p.v.norm_stride[2],
-          rows.window,
-          end};
+          static_cast<int>(rows.window.ring_start + rows.window.first),
+          static_cast<int>(rows.window.capacity),
+          static_cast<int>(end)};
 }
 
 // O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
@@ -183,7 +197,8 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, const float* weights,
                                                 const float* rescale, const LaneSlice& slice,
-                                                const float* codebook, float scale_factor_d512,
+                                                const float* codebook,
+                                                float inverse_scale_factor_d512,
                                                 float (&o)[kHeads][D / kSplitThreads]) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int E = s.lane_elements;
@@ -204,8 +219,8 @@ __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, cons
     for (int u = 0; u < 4; ++u) {
       float row_scale = 1.0f;
       if constexpr (VC != RowCodec::f16) {
-        row_scale =
-            decode_scale<D>(norms[(t + u) * s.norms_per_row + slice.part], scale_factor_d512);
+        row_scale = decode_scale<D>(norms[(t + u) * s.norms_per_row + slice.part],
+                                    inverse_scale_factor_d512);
       }
       float v[E];
       row_elements<VC, E>(stage + s.stage_v + (t + u) * s.v_row_bytes, slice.first, codebook,
@@ -269,7 +284,8 @@ __global__ void __launch_bounds__(kSplitThreads)
 #pragma unroll
   for (int stage = 0; stage < s.stages - 1; ++stage) {
     if (stage < tiles) {
-      copy_tile<D, kHeads, KC, VC>(source, range.begin + stage * T, shared + stage * s.stage_bytes);
+      copy_tile<D, kHeads, KC, VC>(source, static_cast<int>(range.begin) + stage * T,
+                                   shared + stage * s.stage_bytes);
     }
     commit_copies();
   }
@@ -289,18 +305,20 @@ __global__ void __launch_bounds__(kSplitThreads)
   float* rescale = reinterpret_cast<float*>(shared + s.rescale_offset);
   float m_run = -INFINITY;
   float l_run = 0.0f;
+  const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
 
   for (int tile = 0; tile < tiles; ++tile) {
     wait_copies<s.stages - 2>();
     __syncthreads();  // the tile is visible to all; everyone is done with the stage refilled next
     if (tile + s.stages - 1 < tiles) {
-      copy_tile<D, kHeads, KC, VC>(source, range.begin + (tile + s.stages - 1) * T,
+      copy_tile<D, kHeads, KC, VC>(source,
+                                   static_cast<int>(range.begin) + (tile + s.stages - 1) * T,
                                    shared + ((tile + s.stages - 1) % s.stages) * s.stage_bytes);
     }
     commit_copies();
     const unsigned char* stage = shared + (tile % s.stages) * s.stage_bytes;
     scorer.score(stage, reinterpret_cast<const float*>(shared + s.k_codebook_offset),
-                 p.scale_factor_d512, partial);
+                 inverse_scale_factor_d512, partial);
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
       const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
@@ -310,7 +328,7 @@ __global__ void __launch_bounds__(kSplitThreads)
     __syncthreads();
     accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice,
                                        reinterpret_cast<const float*>(shared + s.v_codebook_offset),
-                                       p.scale_factor_d512, o);
+                                       inverse_scale_factor_d512, o);
   }
   wait_copies<0>();  // no copy may outlive the block
 
