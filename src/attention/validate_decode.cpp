@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "cache/cache_view_check.h"
 #include "common/cuda_runtime.h"
+#include "common/index_read.h"
 #include "common/validate.h"
 
 namespace turbodecode::attention {
@@ -21,54 +23,16 @@ bool same_config(const KvCacheConfig& a, const KvCacheConfig& b) {
          a.device == b.device;
 }
 
-// One stored side of the cache (K or V): rows of F16 values, or TQ codes plus norms.
-void check_cache_rows(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
-                      const TensorView& norms, const std::string& rows_name,
-                      const std::string& norms_name) {
-  if (format == RowFormat::f16) {
-    check_rows(rows, rows_name, c.device, DType::f16,
-               {c.slots, c.n_kv_heads, c.capacity, c.head_dim});
-    return;
-  }
-  check_rows(rows, rows_name, c.device, DType::u8,
-             {c.slots, c.n_kv_heads, c.capacity, row_bytes(format, c.head_dim)});
-  check_rows(norms, norms_name, c.device, DType::f32,
-             {c.slots, c.n_kv_heads, c.capacity, norms_per_row(c.head_dim)});
-}
-
 void check_cache(const DecodePlan& plan, const KvCacheView& cache) {
   check_arg(same_config(cache.config, plan.cache), "cache",
             "its configuration must equal the plan's");
-  check_cache_rows(cache.config, cache.config.k_format, cache.k, cache.k_norms, "cache.k",
-                   "cache.k_norms");
-  check_cache_rows(cache.config, cache.config.v_format, cache.v, cache.v_norms, "cache.v",
-                   "cache.v_norms");
-}
-
-// Reads an i32 vector argument on the host (for CUDA tensors, a copy once the work queued on
-// `stream`, which may still be writing them, is done).
-std::vector<std::int32_t> host_indices(const TensorView& t, Stream stream) {
-  std::vector<std::int32_t> values(static_cast<std::size_t>(t.shape[0]));
-  if (t.device == Device::cpu) {
-    const auto* data = t.as<const std::int32_t>();
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      values[i] = data[static_cast<std::int64_t>(i) * t.strides[0]];
-    }
-    return values;
-  }
-  cuda::synchronize(stream);
-  std::vector<std::int32_t> strided(static_cast<std::size_t>(t.span_bytes() / 4));
-  cuda::copy_to_host(strided.data(), t.data, t.span_bytes());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    values[i] = strided[i * static_cast<std::size_t>(t.strides[0])];
-  }
-  return values;
+  cache::check_cache_view(cache);
 }
 
 void check_index_values(const KvCacheConfig& c, const TensorView& slot_ids,
                         const TensorView& seq_pos, Stream stream) {
-  const std::vector<std::int32_t> slots = host_indices(slot_ids, stream);
-  const std::vector<std::int32_t> positions = host_indices(seq_pos, stream);
+  const std::vector<std::int32_t> slots = read_indices_to_host(slot_ids, stream);
+  const std::vector<std::int32_t> positions = read_indices_to_host(seq_pos, stream);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
               "entry " + std::to_string(i) + " is " + std::to_string(slots[i]) +

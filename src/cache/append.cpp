@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "cache/append_cpu.h"
+#include "cache/cache_view_check.h"
 #include "common/cuda_runtime.h"
+#include "common/index_read.h"
 #include "common/validate.h"
 #include "turbodecode/kv_cache.h"
 
@@ -16,43 +18,12 @@ namespace turbodecode {
 
 namespace {
 
-void check_cache_rows(const TensorView& rows, const TensorView& norms, std::string_view name,
-                      std::string_view norms_name, RowFormat format, const KvCacheConfig& c) {
-  const std::int64_t slots = c.slots, heads = c.n_kv_heads, capacity = c.capacity;
-  if (format == RowFormat::f16) {
-    check_rows(rows, name, c.device, DType::f16, {slots, heads, capacity, c.head_dim});
-    check_arg(!norms.present(), norms_name, "must be absent for f16 rows");
-    return;
-  }
-  check_rows(rows, name, c.device, DType::u8,
-             {slots, heads, capacity, row_bytes(format, c.head_dim)});
-  check_rows(norms, norms_name, c.device, DType::f32,
-             {slots, heads, capacity, norms_per_row(c.head_dim)});
-}
-
 void check_token_rows(const TensorView& x, std::string_view name, const KvCacheConfig& c,
                       std::int64_t tokens) {
   check_arg(x.present(), name, "must not be null");
   check_arg(x.dtype == DType::f32 || x.dtype == DType::f16 || x.dtype == DType::bf16, name,
             std::string("must be f32, f16 or bf16, not ") + dtype_name(x.dtype));
   check_rows(x, name, c.device, x.dtype, {tokens, c.n_kv_heads, c.head_dim});
-}
-
-// The index arrays' values, on the host (a CUDA stream is drained first so they are final).
-std::vector<std::int32_t> host_indices(const TensorView& t, Stream stream) {
-  std::vector<std::int32_t> values(static_cast<std::size_t>(t.shape[0]));
-  if (values.empty()) return values;
-  if (t.device == Device::cuda) {
-    check_arg(!cuda::is_capturing(stream), "stream",
-              "append_kv reads slot_ids and positions on the host and cannot be captured");
-    cuda::synchronize(stream);
-    cuda::copy_to_host(values.data(), t.data, t.span_bytes());
-    return values;
-  }
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    values[i] = t.as<const std::int32_t>()[static_cast<std::int64_t>(i) * t.strides[0]];
-  }
-  return values;
 }
 
 void check_index_values(const KvCacheConfig& c, const std::vector<std::int32_t>& slots,
@@ -77,8 +48,7 @@ void validate_append(const KvCacheView& cache, const TensorView& k, const Tensor
                      const TensorView& slot_ids, const TensorView& positions, Stream stream) {
   const KvCacheConfig& c = cache.config;
   validate_config(c);
-  check_cache_rows(cache.k, cache.k_norms, "cache.k", "cache.k_norms", c.k_format, c);
-  check_cache_rows(cache.v, cache.v_norms, "cache.v", "cache.v_norms", c.v_format, c);
+  cache::check_cache_view(cache);
   check_arg(k.present(), "k", "must not be null");
   const std::int64_t tokens = k.shape[0];
   check_token_rows(k, "k", c, tokens);
@@ -96,7 +66,12 @@ void validate_append(const KvCacheView& cache, const TensorView& k, const Tensor
       check_disjoint(outputs[o], output_names[o], outputs[other], output_names[other]);
     }
   }
-  check_index_values(c, host_indices(slot_ids, stream), host_indices(positions, stream));
+  if (c.device == Device::cuda && tokens > 0) {
+    check_arg(!cuda::is_capturing(stream), "stream",
+              "append_kv reads slot_ids and positions on the host and cannot be captured");
+  }
+  check_index_values(c, read_indices_to_host(slot_ids, stream),
+                     read_indices_to_host(positions, stream));
 }
 
 }  // namespace
