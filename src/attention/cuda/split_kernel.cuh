@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/rotation.cuh"
@@ -347,13 +348,21 @@ void launch_split(const DecodeParams& p, dim3 grid, cudaStream_t stream) {
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 SplitKernel split_kernel_for() {
   constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
-  // Once per process: more than 48 KB of dynamic shared memory must be opted into.
-  static const bool opted_in = [] {
-    TD_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<D, kHeads, KC, VC>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
-    return true;
-  }();
-  (void)opted_in;
+  // Once per device: more than 48 KB of dynamic shared memory must be opted into.
+  static std::mutex mutex;
+  static std::uint64_t opted_in_devices = 0;
+  int device = 0;
+  TD_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+    if ((opted_in_devices & bit) == 0) {
+      TD_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<D, kHeads, KC, VC>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kSharedBytes));
+      opted_in_devices |= bit;
+    }
+  }
   return {reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes,
           &launch_split<D, kHeads, KC, VC>};
 }
