@@ -51,9 +51,10 @@ __global__ void __launch_bounds__(kRowThreads)
   for (std::int64_t t = blockIdx.x; t < args.split.rows; t += gridDim.x) {
     __syncthreads();  // split_row of the previous row is no longer read
     split_row_block(args.split, args.split.mix.row(t), t, split_row);
-    collapse_row_block(args.collapse, split_row, t);
     if (args.norm.out.data != nullptr) {
-      rms_norm_row_block(args.norm, args.collapse.out.row(t), t, scratch);
+      collapse_norm_row_block(args.collapse, args.norm, split_row, t, scratch);
+    } else {
+      collapse_row_block(args.collapse, split_row, t);
     }
   }
 }

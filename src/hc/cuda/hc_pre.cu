@@ -32,14 +32,32 @@ __device__ __forceinline__ float* partial_slot(const PreLaunch& p, std::int64_t 
   return p.partials + (t * p.chunks + chunk) * (p.norm_mix.mix_width + 1);
 }
 
-// Chunk `chunk` of rows t0 .. t0 + rows_here: partial Σ W·x per mix output and Σ x² per row.
-// Lane l of every warp owns chunk elements l + 32·j, so a row's partials never depend on the
-// other rows of its group.
-__device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, int rows_here,
-                               float (*xs)[kPreChunkWidth]) {
-  const hc::NormMixArgs& a = p.norm_mix;
+using MixWeights = float[kMixRowsPerPass][kLaneElements];
+
+// This lane's W values for mix outputs k0 + q·kRowWarps (q < kMixRowsPerPass) of the chunk
+// starting at `begin`; zero past the row or past M. All loads are issued before any is used.
+__device__ __forceinline__ void load_mix_weights(const hc::NormMixArgs& a, int k0,
+                                                 std::int64_t begin, int lane, MixWeights& w) {
   const std::int64_t width = a.n_hc * a.embd;
-  const std::int64_t begin = static_cast<std::int64_t>(chunk) * kPreChunkWidth;
+#pragma unroll
+  for (int q = 0; q < kMixRowsPerPass; ++q) {
+    const int k = k0 + q * kRowWarps;
+    const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
+#pragma unroll
+    for (int j = 0; j < kLaneElements; ++j) {
+      const int e = lane + kWarpSize * j;
+      w[q][j] = k < a.mix_width && begin + e < width
+                    ? __half2float(__ushort_as_half(__ldg(w_row + e)))
+                    : 0.0f;
+    }
+  }
+}
+
+// Stages the chunk of rows t0 .. t0 + rows_here of x in shared memory (zero past the row).
+__device__ __forceinline__ void stage_chunk(const hc::NormMixArgs& a, std::int64_t begin,
+                                            std::int64_t t0, int rows_here,
+                                            float (*xs)[kPreChunkWidth]) {
+  const std::int64_t width = a.n_hc * a.embd;
   for (int idx = threadIdx.x; idx < rows_here * kPreChunkWidth; idx += kRowThreads) {
     const int r = idx / kPreChunkWidth;
     const std::int64_t i = begin + idx % kPreChunkWidth;
@@ -51,8 +69,21 @@ __device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, i
     xs[r][idx % kPreChunkWidth] = v;
   }
   __syncthreads();
+}
+
+// Chunk `chunk` of rows t0 .. t0 + rows_here: partial Σ W·x per mix output and Σ x² per row.
+// Lane l of every warp owns chunk elements l + 32·j, so a row's partials never depend on the
+// other rows of its group. The first W loads are in flight while x is staged (M = 24 takes a
+// single pass).
+__device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, int rows_here,
+                               float (*xs)[kPreChunkWidth]) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const std::int64_t begin = static_cast<std::int64_t>(chunk) * kPreChunkWidth;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  MixWeights w;
+  load_mix_weights(a, warp, begin, lane, w);
+  stage_chunk(a, begin, t0, rows_here, xs);
   if (warp < rows_here) {
     float squares = 0.0f;
 #pragma unroll
@@ -63,22 +94,8 @@ __device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, i
     squares = warp_sum(squares);
     if (lane == 0) partial_slot(p, t0 + warp, chunk)[a.mix_width] = squares;
   }
-  // Each warp loads the W chunks of up to kMixRowsPerPass mix outputs before using them, so
-  // their loads are in flight together (M = 24 takes one pass).
   for (int k0 = warp; k0 < a.mix_width; k0 += kRowWarps * kMixRowsPerPass) {
-    float w[kMixRowsPerPass][kLaneElements];
-#pragma unroll
-    for (int q = 0; q < kMixRowsPerPass; ++q) {
-      const int k = k0 + q * kRowWarps;
-      const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
-#pragma unroll
-      for (int j = 0; j < kLaneElements; ++j) {
-        const int e = lane + kWarpSize * j;
-        w[q][j] = k < a.mix_width && begin + e < width
-                      ? __half2float(__ushort_as_half(__ldg(w_row + e)))
-                      : 0.0f;
-      }
-    }
+    if (k0 != warp) load_mix_weights(a, k0, begin, lane, w);
     for (int r = 0; r < rows_here; ++r) {
 #pragma unroll
       for (int q = 0; q < kMixRowsPerPass; ++q) {
@@ -153,8 +170,7 @@ __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
     if constexpr (kFull) {
       const hc::SplitCollapseArgs& sc = p.split_collapse;
       split_row_block(sc.split, mix_row, t, split_row);
-      collapse_row_block(sc.collapse, split_row, t);
-      rms_norm_row_block(sc.norm, sc.collapse.out.row(t), t, scratch);
+      collapse_norm_row_block(sc.collapse, sc.norm, split_row, t, scratch);
       __syncthreads();
     }
   }

@@ -56,6 +56,51 @@ __device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, 
   }
 }
 
+// collapse then RMSNorm of row t with the collapsed row kept in registers (up to
+// kCachedPerThread elements per thread): the same float operations, in the same order, as
+// collapse_row_block followed by rms_norm_row_block, with every load of x issued up front.
+inline constexpr int kCachedPerThread = 24;  // E up to 6144 (DeepSeek-V4.1: 5120)
+
+__device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& collapse,
+                                                        const hc::RmsNormArgs& norm,
+                                                        const float* pre, std::int64_t t,
+                                                        float* scratch) {
+  if (collapse.embd > kCachedPerThread * kRowThreads) {
+    collapse_row_block(collapse, pre, t);
+    rms_norm_row_block(norm, collapse.out.row(t), t, scratch);
+    return;
+  }
+  float u[kCachedPerThread];
+#pragma unroll
+  for (int i = 0; i < kCachedPerThread; ++i) {
+    const std::int64_t d = threadIdx.x + i * kRowThreads;
+    float acc = 0.0f;
+    if (d < collapse.embd) {
+      for (int h = 0; h < collapse.n_hc; ++h) {
+        acc = hc_accumulate(acc, pre[h], __ldg(collapse.x.at(t, h) + d));
+      }
+    }
+    u[i] = acc;
+  }
+  float* out = collapse.out.row(t);
+  float squares = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCachedPerThread; ++i) {
+    const std::int64_t d = threadIdx.x + i * kRowThreads;
+    if (d < collapse.embd) {
+      out[d] = u[i];
+      squares = fmaf(u[i], u[i], squares);
+    }
+  }
+  const float scale = hc_rms_scale(block_sum(squares, scratch), norm.embd, norm.eps);
+  float* normed = norm.out.row(t);
+#pragma unroll
+  for (int i = 0; i < kCachedPerThread; ++i) {
+    const std::int64_t d = threadIdx.x + i * kRowThreads;
+    if (d < collapse.embd) normed[d] = hc_rms_apply(u[i], scale, __ldg(norm.weight + d));
+  }
+}
+
 // split of row t by thread 0 into shared `split_row` (M floats), then copied to the split
 // output by the whole block. Ends synchronised.
 __device__ __forceinline__ void split_row_block(const hc::SplitArgs& args, const float* mix,
