@@ -117,13 +117,21 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
                                                    unsigned char* shared) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   float* q = reinterpret_cast<float*>(shared + s.q_offset);
-  for (int i = static_cast<int>(threadIdx.x); i < kHeads * D; i += kSplitThreads) {
+  // All loads first (fully unrolled, so they are in flight together), then the stores.
+  constexpr int kPerThread = kHeads * D / kSplitThreads;
+  float values[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kSplitThreads;
     const int h = i / D;
-    const int d = i % D;
-    float value = 0.0f;
-    if (h < heads_here) value = p.q[query * p.q_stride[0] + (first_head + h) * p.q_stride[1] + d];
-    if constexpr (KC != RowCodec::f16) value = tq::apply_sign(value, sign_flipped(d));
-    q[i] = value;
+    values[k] = h < heads_here
+                    ? p.q[query * p.q_stride[0] + (first_head + h) * p.q_stride[1] + i % D]
+                    : 0.0f;
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kSplitThreads;
+    q[i] = KC == RowCodec::f16 ? values[k] : tq::apply_sign(values[k], sign_flipped(i % D));
   }
   // Unused codebook entries read as 0, so a stray high bit cannot reach uninitialised memory.
   float* k_codebook = reinterpret_cast<float*>(shared + s.k_codebook_offset);
