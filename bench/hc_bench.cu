@@ -14,6 +14,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -135,51 +136,70 @@ struct Op {
   std::function<void(const CallSet&, Stream)> launch;
 };
 
-// The ops and the bytes each must move (f32 activations, F16 mix matrix, Q8_0 weights).
-std::vector<Op> make_ops(const Shared& sh, const HcPrePlan& plan, std::int64_t t) {
-  const HcParams& p = sh.params;
-  const std::int64_t state = t * kStreams * kEmbd * 4, row = t * kEmbd * 4, mixes = t * kMix * 4;
-  const std::int64_t mix_w = kMix * kStreams * kEmbd * 2;
-  const std::int64_t q8w = kEmbd * q8_row_bytes(kSharedWidth), hidden = t * kSharedWidth * 4;
-  const auto pre = [&sh, plan](const CallSet& c, const Buffer& x, const PreOut& o, Stream s) {
-    hc_pre(plan, c.state(x), view(c.mix_weight, DType::f16, {kMix, kStreams * kEmbd}),
-           view(sh.scale, DType::f32, {3}), view(sh.base, DType::f32, {kMix}),
-           view(sh.norm_weight, DType::f32, {kEmbd}), c.rows(o.mix, kMix), c.rows(o.split, kMix),
-           c.rows(o.collapsed), c.rows(o.normed),
-           view(c.workspace, DType::u8, {c.workspace.bytes()}), s);
-  };
-  const auto expand = [p](const CallSet& c, bool with_add, Stream s) {
-    hc_expand(p, c.rows(c.attn_out), with_add ? c.rows(c.routed) : TensorView{}, c.state(c.x),
-              post_of(c.attn.split, c.t), comb_of(c.attn.split, c.t), c.state(c.x_mid), s);
-  };
-  const auto ffn_post = [p](const CallSet& c, Stream s) {
-    hc_expand_shared_q8(p, view(c.q8, DType::u8, {kEmbd, q8_row_bytes(kSharedWidth)}),
-                        c.rows(c.hidden, kSharedWidth), c.rows(c.routed), c.rows(c.shared),
-                        c.state(c.x_mid), post_of(c.ffn.split, c.t), comb_of(c.ffn.split, c.t),
-                        c.state(c.x_out), s);
-  };
-  const std::int64_t pre_bytes = state + mix_w + 2 * mixes + 2 * row;
-  const std::int64_t expand_bytes = row + 2 * state;
-  const std::int64_t ffn_post_bytes = q8w + hidden + 3 * row + 2 * state;
+// Bytes of the f32 activations, the F16 mix matrix and the Q8_0 weights at T rows.
+struct Bytes {
+  std::int64_t state, row, mixes, mix_weight, q8, hidden;
+  explicit Bytes(std::int64_t t)
+      : state(t * kStreams * kEmbd * 4),
+        row(t * kEmbd * 4),
+        mixes(t * kMix * 4),
+        mix_weight(kMix * kStreams * kEmbd * 2),
+        q8(kEmbd * q8_row_bytes(kSharedWidth)),
+        hidden(t * kSharedWidth * 4) {}
+  std::int64_t pre() const { return state + mix_weight + 2 * mixes + 2 * row; }
+  std::int64_t expand() const { return row + 2 * state; }
+  std::int64_t ffn_post() const { return q8 + hidden + 3 * row + 2 * state; }
+};
+
+TensorView mix_weight_of(const CallSet& c) {
+  return view(c.mix_weight, DType::f16, {kMix, kStreams * kEmbd});
+}
+TensorView workspace_of(const CallSet& c) {
+  return view(c.workspace, DType::u8, {c.workspace.bytes()});
+}
+TensorView q8_of(const CallSet& c) {
+  return view(c.q8, DType::u8, {kEmbd, q8_row_bytes(kSharedWidth)});
+}
+
+void run_pre(const Shared& sh, const HcPrePlan& plan, const CallSet& c, const Buffer& x,
+             const PreOut& o, Stream s) {
+  hc_pre(plan, c.state(x), mix_weight_of(c), view(sh.scale, DType::f32, {3}),
+         view(sh.base, DType::f32, {kMix}), view(sh.norm_weight, DType::f32, {kEmbd}),
+         c.rows(o.mix, kMix), c.rows(o.split, kMix), c.rows(o.collapsed), c.rows(o.normed),
+         workspace_of(c), s);
+}
+
+void run_expand(const Shared& sh, const CallSet& c, bool with_add, Stream s) {
+  hc_expand(sh.params, c.rows(c.attn_out), with_add ? c.rows(c.routed) : TensorView{}, c.state(c.x),
+            post_of(c.attn.split, c.t), comb_of(c.attn.split, c.t), c.state(c.x_mid), s);
+}
+
+void run_ffn_post(const Shared& sh, const CallSet& c, Stream s) {
+  hc_expand_shared_q8(sh.params, q8_of(c), c.rows(c.hidden, kSharedWidth), c.rows(c.routed),
+                      c.rows(c.shared), c.state(c.x_mid), post_of(c.ffn.split, c.t),
+                      comb_of(c.ffn.split, c.t), c.state(c.x_out), s);
+}
+
+// The HC-pre family and expand.
+std::vector<Op> hc_ops(const Shared& sh, const HcPrePlan& plan, const Bytes& b) {
   return {
-      {"norm_mix", state + mix_w + mixes,
-       [&sh, plan](const CallSet& c, Stream s) {
-         hc_norm_mix(plan, c.state(c.x), view(c.mix_weight, DType::f16, {kMix, kStreams * kEmbd}),
-                     c.rows(c.attn.mix, kMix), view(c.workspace, DType::u8, {c.workspace.bytes()}),
-                     s);
+      {"norm_mix", b.state + b.mix_weight + b.mixes,
+       [plan](const CallSet& c, Stream s) {
+         hc_norm_mix(plan, c.state(c.x), mix_weight_of(c), c.rows(c.attn.mix, kMix),
+                     workspace_of(c), s);
        }},
-      {"split", 2 * mixes,
+      {"split", 2 * b.mixes,
        [&sh](const CallSet& c, Stream s) {
          hc_split(sh.params, c.rows(c.attn.mix, kMix), view(sh.scale, DType::f32, {3}),
                   view(sh.base, DType::f32, {kMix}), c.rows(c.attn.split, kMix), s);
        }},
-      {"collapse", state + row,
+      {"collapse", b.state + b.row,
        [&sh](const CallSet& c, Stream s) {
-         TensorView pre_v = post_of(c.attn.split, c.t);
-         pre_v.data = c.attn.split.data();
-         hc_collapse(sh.params, c.state(c.x), pre_v, c.rows(c.attn.collapsed), s);
+         TensorView pre = post_of(c.attn.split, c.t);
+         pre.data = c.attn.split.data();
+         hc_collapse(sh.params, c.state(c.x), pre, c.rows(c.attn.collapsed), s);
        }},
-      {"split_collapse_norm", state + 2 * mixes + 2 * row,
+      {"split_collapse_norm", b.state + 2 * b.mixes + 2 * b.row,
        [&sh](const CallSet& c, Stream s) {
          hc_split_collapse_norm(sh.params, c.rows(c.attn.mix, kMix),
                                 view(sh.scale, DType::f32, {3}), view(sh.base, DType::f32, {kMix}),
@@ -187,32 +207,44 @@ std::vector<Op> make_ops(const Shared& sh, const HcPrePlan& plan, std::int64_t t
                                 c.rows(c.ffn.split, kMix), c.rows(c.attn.collapsed),
                                 c.rows(c.attn.normed), s);
        }},
-      {"hc_pre (one launch)", pre_bytes,
-       [pre](const CallSet& c, Stream s) { pre(c, c.x, c.attn, s); }},
-      {"expand", expand_bytes, [expand](const CallSet& c, Stream s) { expand(c, false, s); }},
-      {"expand + add", expand_bytes + row,
-       [expand](const CallSet& c, Stream s) { expand(c, true, s); }},
-      {"q8_matvec 2048->4096", q8w + hidden + row,
+      {"hc_pre (one launch)", b.pre(),
+       [&sh, plan](const CallSet& c, Stream s) { run_pre(sh, plan, c, c.x, c.attn, s); }},
+      {"expand", b.expand(), [&sh](const CallSet& c, Stream s) { run_expand(sh, c, false, s); }},
+      {"expand + add", b.expand() + b.row,
+       [&sh](const CallSet& c, Stream s) { run_expand(sh, c, true, s); }},
+  };
+}
+
+// The Q8_0 matvec, its expand fusions and the whole layer (the last op).
+std::vector<Op> q8_and_layer_ops(const Shared& sh, const HcPrePlan& plan, const Bytes& b) {
+  return {
+      {"q8_matvec 2048->4096", b.q8 + b.hidden + b.row,
        [](const CallSet& c, Stream s) {
-         q8_matvec(view(c.q8, DType::u8, {kEmbd, q8_row_bytes(kSharedWidth)}),
-                   c.rows(c.hidden, kSharedWidth), c.rows(c.shared), s);
+         q8_matvec(q8_of(c), c.rows(c.hidden, kSharedWidth), c.rows(c.shared), s);
        }},
-      {"q8 + expand (attention out)", q8w + hidden + expand_bytes,
-       [p](const CallSet& c, Stream s) {
-         hc_expand_q8(p, view(c.q8, DType::u8, {kEmbd, q8_row_bytes(kSharedWidth)}),
-                      c.rows(c.hidden, kSharedWidth), c.rows(c.attn_out), c.state(c.x),
-                      post_of(c.attn.split, c.t), comb_of(c.attn.split, c.t), c.state(c.x_mid), s);
+      {"q8 + expand (attention out)", b.q8 + b.hidden + b.expand(),
+       [&sh](const CallSet& c, Stream s) {
+         hc_expand_q8(sh.params, q8_of(c), c.rows(c.hidden, kSharedWidth), c.rows(c.attn_out),
+                      c.state(c.x), post_of(c.attn.split, c.t), comb_of(c.attn.split, c.t),
+                      c.state(c.x_mid), s);
        }},
-      {"q8 shared + expand (FFN out)", ffn_post_bytes, ffn_post},
-      {"layer (pre, expand, pre, q8 shared + expand)",
-       2 * pre_bytes + expand_bytes + ffn_post_bytes,
-       [pre, expand, ffn_post](const CallSet& c, Stream s) {
-         pre(c, c.x, c.attn, s);
-         expand(c, false, s);
-         pre(c, c.x_mid, c.ffn, s);
-         ffn_post(c, s);
+      {"q8 shared + expand (FFN out)", b.ffn_post(),
+       [&sh](const CallSet& c, Stream s) { run_ffn_post(sh, c, s); }},
+      {"layer (pre, expand, pre, q8 shared + expand)", 2 * b.pre() + b.expand() + b.ffn_post(),
+       [&sh, plan](const CallSet& c, Stream s) {
+         run_pre(sh, plan, c, c.x, c.attn, s);
+         run_expand(sh, c, false, s);
+         run_pre(sh, plan, c, c.x_mid, c.ffn, s);
+         run_ffn_post(sh, c, s);
        }},
   };
+}
+
+std::vector<Op> make_ops(const Shared& sh, const HcPrePlan& plan, std::int64_t t) {
+  const Bytes bytes(t);
+  std::vector<Op> ops = hc_ops(sh, plan, bytes);
+  for (Op& op : q8_and_layer_ops(sh, plan, bytes)) ops.push_back(std::move(op));
+  return ops;
 }
 
 json run_rows(std::int64_t t, const Settings& settings, const Shared& sh,
