@@ -58,15 +58,14 @@ __device__ __forceinline__ void stage_chunk(const hc::NormMixArgs& a, std::int64
                                             std::int64_t t0, int rows_here,
                                             float (*xs)[kPreChunkWidth]) {
   const std::int64_t width = a.n_hc * a.embd;
-  for (int idx = threadIdx.x; idx < rows_here * kPreChunkWidth; idx += kRowThreads) {
-    const int r = idx / kPreChunkWidth;
-    const std::int64_t i = begin + idx % kPreChunkWidth;
-    float v = 0.0f;
-    if (i < width) {
-      const int h = static_cast<int>(i / a.embd);
-      v = a.x.at(t0 + r, h)[i - h * a.embd];
+  const std::int64_t i = begin + threadIdx.x;
+  const int h = static_cast<int>(i / a.embd);
+  // One value per row and thread, all loads in flight together.
+#pragma unroll
+  for (int r = 0; r < kPreGroupRows; ++r) {
+    if (r < rows_here) {
+      xs[r][threadIdx.x] = i < width ? __ldg(a.x.at(t0 + r, h) + (i - h * a.embd)) : 0.0f;
     }
-    xs[r][idx % kPreChunkWidth] = v;
   }
   __syncthreads();
 }
