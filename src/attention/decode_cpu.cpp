@@ -73,56 +73,45 @@ class CacheRows {
   }
   int part_length() const { return head_dim_ / parts_; }
 
-  // Calls body(load, scales) for one row: load(j) gives elements [j, j + 8) before scales as
-  // one register, scales[b] the scale of part b. One format switch per row.
+  // Calls body(reader) with the simd reader of this side's format (row_simd.h): one format
+  // switch per tile, not per row.
   template <class Body>
-  void visit(std::int64_t slot, std::int64_t head, std::int64_t row, const Body& body) const {
-    const std::uint8_t* data = row_address(slot, head, row);
-    float scales[2] = {1.0f, 1.0f};
-    if (format_ != RowFormat::f16) {
-      const float* norm =
-          norms_ + slot * norms_strides_[0] + head * norms_strides_[1] + row * norms_strides_[2];
-      if (parts_ == 1) {
-        scales[0] = tq::d256_decode_scale(norm[0]);
-      } else {
-        scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
-        scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
-      }
-    }
-    const float* book = codebook_;
+  void with_reader(const Body& body) const {
     switch (format_) {
-      case RowFormat::f16: {
-        const auto* half = reinterpret_cast<const std::uint16_t*>(data);
-        return body([half](int j) { return simd::load_f16(half + j); }, scales);
-      }
+      case RowFormat::f16:
+        return body(simd::F16Reader{});
       case RowFormat::tq4:
-        return body([=](int j) { return simd::lookup_codes<4>(data, book, j); }, scales);
+        return body(simd::CodeReader<4>{codebook_});
       case RowFormat::tq5:
-        return body([=](int j) { return simd::lookup_codes<5>(data, book, j); }, scales);
+        return body(simd::CodeReader<5>{codebook_});
       case RowFormat::tq6:
-        return body([=](int j) { return simd::lookup_codes<6>(data, book, j); }, scales);
+        return body(simd::CodeReader<6>{codebook_});
       default:
-        return body([=](int j) { return simd::lookup_codes<8>(data, book, j); }, scales);
+        return body(simd::CodeReader<8>{codebook_});
     }
   }
 
-  // Writes the row's values (before scales) to `values` and its part scales to `scales`.
-  void decode(std::int64_t slot, std::int64_t head, std::int64_t row, float* values,
-              float* scales) const {
-    visit(slot, head, row, [&](const auto& load, const float* part_scales) {
-      for (int j = 0; j < head_dim_; j += 8) _mm256_storeu_ps(values + j, load(j));
-      scales[0] = part_scales[0];
-      scales[1] = part_scales[1];
-    });
-  }
-
- private:
   const std::uint8_t* row_address(std::int64_t slot, std::int64_t head, std::int64_t row) const {
     const std::int64_t element_bytes = format_ == RowFormat::f16 ? 2 : 1;
     return rows_ + (slot * rows_strides_[0] + head * rows_strides_[1]) * element_bytes +
            row * row_bytes_;
   }
 
+  // scales[b]: the factor of part b's values (1 for F16 rows).
+  void part_scales(std::int64_t slot, std::int64_t head, std::int64_t row, float* scales) const {
+    scales[0] = scales[1] = 1.0f;
+    if (format_ == RowFormat::f16) return;
+    const float* norm =
+        norms_ + slot * norms_strides_[0] + head * norms_strides_[1] + row * norms_strides_[2];
+    if (parts_ == 1) {
+      scales[0] = tq::d256_decode_scale(norm[0]);
+    } else {
+      scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
+      scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
+    }
+  }
+
+ private:
   RowFormat format_;
   int head_dim_;
   int parts_;
@@ -185,46 +174,80 @@ float soft_capped(float score, float softcap) {
   return softcap > 0.0f ? softcap * std::tanh(score / softcap) : score;
 }
 
+// Scores of group heads [first_head, first_head + Heads) against Rows K rows at tile
+// positions [t, t + Rows): each part's dot products times that part's scale, summed over the
+// parts, then scaled and soft-capped into scratch.scores[h·kTilePositions + t].
+template <int Heads, int Rows, class Reader>
+void score_block(const DecodeJob& job, const Reader& reader, const std::uint8_t* const* rows,
+                 const float (*scales)[2], int first_head, int t, SplitScratch& scratch) {
+  const int part = job.k.part_length();
+  __m128 dots[Rows];
+  for (int r = 0; r < Rows; ++r) dots[r] = _mm_setzero_ps();
+  for (int b = 0; b < job.k.parts(); ++b) {
+    __m128 part_dots[Rows];
+    simd::dot_rows<Heads, Rows>(reader, rows, scratch.queries.data() + first_head, b * part, part,
+                                part_dots);
+    for (int r = 0; r < Rows; ++r) {
+      dots[r] = _mm_fmadd_ps(_mm_set1_ps(scales[r][b]), part_dots[r], dots[r]);
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    float values[4];
+    _mm_storeu_ps(values, dots[r]);
+    for (int k = 0; k < Heads; ++k) {
+      scratch.scores[static_cast<std::size_t>((first_head + k) * kTilePositions + t + r)] =
+          soft_capped(values[k] * job.plan.options.scale, job.plan.options.softcap);
+    }
+  }
+}
+
+// score_block over the whole group, four heads at a time where it can.
+template <int Rows, class Reader>
+void score_rows(const DecodeJob& job, const Reader& reader, const std::uint8_t* const* rows,
+                const float (*scales)[2], int t, SplitScratch& scratch) {
+  for (int h = 0; h < job.group;) {
+    if (job.group - h >= 4) {
+      score_block<4, Rows>(job, reader, rows, scales, h, t, scratch);
+      h += 4;
+    } else if (job.group - h >= 2) {
+      score_block<2, Rows>(job, reader, rows, scales, h, t, scratch);
+      h += 2;
+    } else {
+      score_block<1, Rows>(job, reader, rows, scales, h, t, scratch);
+      h += 1;
+    }
+  }
+}
+
 // Scores of every group head against the K rows of one tile: scores[h·kTilePositions + t].
-// Meanwhile prefetches the tile's V rows (read after the scores) and K rows a tile ahead.
+// Rows go two at a time, so each chunk of q is loaded once per pair. Meanwhile prefetches the
+// tile's V rows (read after the scores) and K rows a tile ahead.
 void score_tile(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
                 std::int64_t tile_begin, int tile_length, std::int64_t range_end,
                 SplitScratch& scratch) {
   const std::int32_t slot = job.slot(query);
-  const int part = job.k.part_length();
-  const int parts = job.k.parts();
-  const float scale = job.plan.options.scale;
-  const float softcap = job.plan.options.softcap;
-  for (int t = 0; t < tile_length; ++t) {
-    const std::int64_t row = window.row(window.first + tile_begin + t);
-    job.v.prefetch(slot, kv_head, row);
-    if (tile_begin + t + kTilePositions < range_end) {
-      job.k.prefetch(slot, kv_head, window.row(window.first + tile_begin + t + kTilePositions));
-    }
-    job.k.visit(slot, kv_head, row, [&](const auto& load, const float* part_scales) {
-      for (int h = 0; h < job.group;) {
-        const int block = job.group - h >= 4 ? 4 : job.group - h >= 2 ? 2 : 1;
-        const float* const* queries = scratch.queries.data() + h;
-        float dots[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int b = 0; b < parts; ++b) {
-          float part_dots[4];
-          if (block == 4) {
-            simd::dot_heads<4>(load, queries, b * part, part, part_dots);
-          } else if (block == 2) {
-            simd::dot_heads<2>(load, queries, b * part, part, part_dots);
-          } else {
-            simd::dot_heads<1>(load, queries, b * part, part, part_dots);
-          }
-          for (int k = 0; k < block; ++k) dots[k] += part_scales[b] * part_dots[k];
+  job.k.with_reader([&](const auto& reader) {
+    for (int t = 0; t < tile_length; t += 2) {
+      const int pair_length = std::min(2, tile_length - t);
+      const std::uint8_t* rows[2];
+      float scales[2][2];
+      for (int r = 0; r < pair_length; ++r) {
+        const std::int64_t position = window.first + tile_begin + t + r;
+        const std::int64_t row = window.row(position);
+        job.v.prefetch(slot, kv_head, row);
+        if (tile_begin + t + r + kTilePositions < range_end) {
+          job.k.prefetch(slot, kv_head, window.row(position + kTilePositions));
         }
-        for (int k = 0; k < block; ++k) {
-          scratch.scores[static_cast<std::size_t>((h + k) * kTilePositions + t)] =
-              soft_capped(dots[k] * scale, softcap);
-        }
-        h += block;
+        rows[r] = job.k.row_address(slot, kv_head, row);
+        job.k.part_scales(slot, kv_head, row, scales[r]);
       }
-    });
-  }
+      if (pair_length == 2) {
+        score_rows<2>(job, reader, rows, scales, t, scratch);
+      } else {
+        score_rows<1>(job, reader, rows, scales, t, scratch);
+      }
+    }
+  });
 }
 
 // Online-softmax update of each head for a scored tile; turns scores into weights exp(s − m)
@@ -259,19 +282,23 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
   const int part = job.v.part_length();
   const int parts = job.v.parts();
   const int group = job.group;
-  float part_scales[2];
-  for (int t = 0; t < tile_length; ++t) {
-    const std::int64_t row = window.row(window.first + tile_begin + t);
-    job.v.decode(slot, kv_head, row, scratch.v_tile.data() + static_cast<std::ptrdiff_t>(t) * dim,
-                 part_scales);
-    for (int b = 0; b < parts; ++b) {
-      for (int h = 0; h < group; ++h) {
-        const std::size_t at = static_cast<std::size_t>(h * kTilePositions + t);
-        scratch.coefs[static_cast<std::size_t>(b * group * kTilePositions) + at] =
-            scratch.scores[at] * part_scales[b];
+  job.v.with_reader([&](const auto& reader) {
+    for (int t = 0; t < tile_length; ++t) {
+      const std::int64_t row = window.row(window.first + tile_begin + t);
+      const std::uint8_t* data = job.v.row_address(slot, kv_head, row);
+      float* values = scratch.v_tile.data() + static_cast<std::ptrdiff_t>(t) * dim;
+      for (int j = 0; j < dim; j += 8) _mm256_storeu_ps(values + j, reader.load(data, j));
+      float part_scales[2];
+      job.v.part_scales(slot, kv_head, row, part_scales);
+      for (int b = 0; b < parts; ++b) {
+        for (int h = 0; h < group; ++h) {
+          const std::size_t at = static_cast<std::size_t>(h * kTilePositions + t);
+          scratch.coefs[static_cast<std::size_t>(b * group * kTilePositions) + at] =
+              scratch.scores[at] * part_scales[b];
+        }
       }
     }
-  }
+  });
   for (int b = 0; b < parts; ++b) {
     const float* values = scratch.v_tile.data() + static_cast<std::ptrdiff_t>(b) * part;
     const float* coefs =

@@ -45,35 +45,71 @@ inline __m256 lookup_codes(const std::uint8_t* row, const float* codebook, int j
   return _mm256_i32gather_ps(codebook, load_codes<Bits>(row, j), 4);
 }
 
-inline float horizontal_sum(__m256 v) {
-  const __m128 pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 quad = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
-  return _mm_cvtss_f32(_mm_add_ss(quad, _mm_movehdup_ps(quad)));
+// Readers of one stored row format: load(row, j) gives elements [j, j + 8) of the row at
+// `row` as f32, before any norm scale.
+struct F16Reader {
+  __m256 load(const std::uint8_t* row, int j) const {
+    return load_f16(reinterpret_cast<const std::uint16_t*>(row) + j);
+  }
+};
+
+template <int Bits>
+struct CodeReader {
+  const float* codebook;
+  __m256 load(const std::uint8_t* row, int j) const { return lookup_codes<Bits>(row, codebook, j); }
+};
+
+// Lane h = the sum of the eight lanes of acc[h], for Heads <= 4 rows reduced side by side:
+// each sum adds (v_i + v_i+4) pairwise in one fixed order, the same for any Heads.
+template <int Heads>
+inline __m128 horizontal_sums(const __m256* acc) {
+  __m128 pairs[4];
+  for (int h = 0; h < 4; ++h) {
+    pairs[h] = h < Heads
+                   ? _mm_add_ps(_mm256_castps256_ps128(acc[h]), _mm256_extractf128_ps(acc[h], 1))
+                   : _mm_setzero_ps();
+  }
+  // [a0+a2, b0+b2, a1+a3, b1+b3] for heads a, b and likewise c, d; then the two halves.
+  const __m128 ab =
+      _mm_add_ps(_mm_unpacklo_ps(pairs[0], pairs[1]), _mm_unpackhi_ps(pairs[0], pairs[1]));
+  if constexpr (Heads <= 2) return _mm_add_ps(ab, _mm_movehl_ps(ab, ab));
+  const __m128 cd =
+      _mm_add_ps(_mm_unpacklo_ps(pairs[2], pairs[3]), _mm_unpackhi_ps(pairs[2], pairs[3]));
+  return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));
 }
 
-// dots[h] = Σ_{j in [begin, begin + count)} q[h][j] · load(j) for Heads query rows against one
-// row whose chunks of eight load(j) produces, each chunk produced once for all heads. Four
-// accumulator chains in all hide the FMA latency; count is a multiple of 32.
-template <int Heads, class Load>
-inline void dot_heads(const Load& load, const float* const* q, int begin, int count, float* dots) {
+// Lane h of dots[r] = Σ_{j in [begin, begin + count)} q[h][j] · row_r[j] for Heads query rows
+// against Rows stored rows: each chunk of q loaded once for all rows, each row chunk once for
+// all heads. Every (row, head) sum has its own accumulator chains, kChains of them so that
+// Heads · kChains = 4, and always the same order, whatever Rows is; count is a multiple of 32.
+template <int Heads, int Rows, class Reader>
+inline void dot_rows(const Reader& reader, const std::uint8_t* const* rows, const float* const* q,
+                     int begin, int count, __m128* dots) {
   constexpr int kChains = Heads >= 4 ? 1 : 4 / Heads;
-  __m256 acc[Heads][kChains];
-  for (int h = 0; h < Heads; ++h) {
-    for (int c = 0; c < kChains; ++c) acc[h][c] = _mm256_setzero_ps();
+  __m256 acc[Rows][kChains][Heads];
+  for (int r = 0; r < Rows; ++r) {
+    for (int c = 0; c < kChains; ++c) {
+      for (int h = 0; h < Heads; ++h) acc[r][c][h] = _mm256_setzero_ps();
+    }
   }
   for (int j = begin; j < begin + count; j += 8 * kChains) {
     for (int c = 0; c < kChains; ++c) {
-      const __m256 k = load(j + 8 * c);
+      __m256 k[Rows];
+      for (int r = 0; r < Rows; ++r) k[r] = reader.load(rows[r], j + 8 * c);
       for (int h = 0; h < Heads; ++h) {
-        acc[h][c] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + j + 8 * c), k, acc[h][c]);
+        const __m256 query = _mm256_loadu_ps(q[h] + j + 8 * c);
+        for (int r = 0; r < Rows; ++r) acc[r][c][h] = _mm256_fmadd_ps(query, k[r], acc[r][c][h]);
       }
     }
   }
-  for (int h = 0; h < Heads; ++h) {
+  for (int r = 0; r < Rows; ++r) {
     for (int width = kChains / 2; width >= 1; width /= 2) {
-      for (int c = 0; c < width; ++c) acc[h][c] = _mm256_add_ps(acc[h][c], acc[h][c + width]);
+      for (int c = 0; c < width; ++c) {
+        for (int h = 0; h < Heads; ++h)
+          acc[r][c][h] = _mm256_add_ps(acc[r][c][h], acc[r][c + width][h]);
+      }
     }
-    dots[h] = horizontal_sum(acc[h][0]);
+    dots[r] = horizontal_sums<Heads>(acc[r][0]);
   }
 }
 
