@@ -100,6 +100,12 @@ TEST_F(HcGpu, PreEqualsItsPartsAndRepeatsBackToBack) {
   on_both_backends([](const HcProblem& p, Device d) { return testing::check_pre(p, d).normed; });
 }
 
+TEST_F(HcGpu, PreAtPrefillRowsMatchesOracle) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  testing::check_pre(make_hc_problem(HcParams{}, 512, seed, true), Device::cuda);
+}
+
 TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
