@@ -271,9 +271,32 @@ void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
   }
 }
 
-// O_h += w_h,t · v_t for the tile's V rows, each decoded once for the whole group: the rows go
-// to a tile buffer, their part scales are folded into per-head coefficients, then the group's
-// O rows accumulate the tile a few heads at a time.
+// O_h += coefs_h,t · value(t, j) over one part of the V rows for every head of the group, a
+// few heads at a time.
+template <class Values>
+void accumulate_part(const DecodeJob& job, const Values& value, int tile_length, const float* coefs,
+                     float* const* o_rows, int part_begin) {
+  const int part = job.v.part_length();
+  float* o[4];
+  for (int h = 0; h < job.group;) {
+    const int block = job.group - h >= 4 ? 4 : job.group - h >= 2 ? 2 : 1;
+    for (int k = 0; k < block; ++k) o[k] = o_rows[h + k] + part_begin;
+    const float* block_coefs = coefs + static_cast<std::ptrdiff_t>(h) * kTilePositions;
+    if (block == 4) {
+      simd::accumulate_tile<4, 2>(value, tile_length, block_coefs, kTilePositions, o, part);
+    } else if (block == 2) {
+      simd::accumulate_tile<2, 4>(value, tile_length, block_coefs, kTilePositions, o, part);
+    } else {
+      simd::accumulate_tile<1, 4>(value, tile_length, block_coefs, kTilePositions, o, part);
+    }
+    h += block;
+  }
+}
+
+// O_h += w_h,t · v_t for the tile's V rows, each decoded once for the whole group; the rows'
+// part scales are folded into per-head coefficients. A group of up to four heads is one block,
+// so the rows decode straight into its registers; a larger group decodes them into a tile
+// buffer first, which its blocks then share.
 void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, const Window& window,
                        std::int64_t tile_begin, int tile_length, float* const* o_rows,
                        SplitScratch& scratch) {
@@ -282,42 +305,45 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
   const int part = job.v.part_length();
   const int parts = job.v.parts();
   const int group = job.group;
+  const std::uint8_t* rows[kTilePositions];
+  for (int t = 0; t < tile_length; ++t) {
+    const std::int64_t row = window.row(window.first + tile_begin + t);
+    rows[t] = job.v.row_address(slot, kv_head, row);
+    float part_scales[2];
+    job.v.part_scales(slot, kv_head, row, part_scales);
+    for (int b = 0; b < parts; ++b) {
+      for (int h = 0; h < group; ++h) {
+        const std::size_t at = static_cast<std::size_t>(h * kTilePositions + t);
+        scratch.coefs[static_cast<std::size_t>(b * group * kTilePositions) + at] =
+            scratch.scores[at] * part_scales[b];
+      }
+    }
+  }
   job.v.with_reader([&](const auto& reader) {
-    for (int t = 0; t < tile_length; ++t) {
-      const std::int64_t row = window.row(window.first + tile_begin + t);
-      const std::uint8_t* data = job.v.row_address(slot, kv_head, row);
-      float* values = scratch.v_tile.data() + static_cast<std::ptrdiff_t>(t) * dim;
-      for (int j = 0; j < dim; j += 8) _mm256_storeu_ps(values + j, reader.load(data, j));
-      float part_scales[2];
-      job.v.part_scales(slot, kv_head, row, part_scales);
-      for (int b = 0; b < parts; ++b) {
-        for (int h = 0; h < group; ++h) {
-          const std::size_t at = static_cast<std::size_t>(h * kTilePositions + t);
-          scratch.coefs[static_cast<std::size_t>(b * group * kTilePositions) + at] =
-              scratch.scores[at] * part_scales[b];
+    float* tile = scratch.v_tile.data();
+    if (group > 4) {
+      for (int t = 0; t < tile_length; ++t) {
+        for (int j = 0; j < dim; j += 8) {
+          _mm256_storeu_ps(tile + static_cast<std::ptrdiff_t>(t) * dim + j,
+                           reader.load(rows[t], j));
         }
       }
     }
-  });
-  for (int b = 0; b < parts; ++b) {
-    const float* values = scratch.v_tile.data() + static_cast<std::ptrdiff_t>(b) * part;
-    const float* coefs =
-        scratch.coefs.data() + static_cast<std::ptrdiff_t>(b) * group * kTilePositions;
-    float* o[4];
-    for (int h = 0; h < group;) {
-      const int block = group - h >= 4 ? 4 : group - h >= 2 ? 2 : 1;
-      for (int k = 0; k < block; ++k) o[k] = o_rows[h + k] + b * part;
-      const float* block_coefs = coefs + static_cast<std::ptrdiff_t>(h) * kTilePositions;
-      if (block == 4) {
-        simd::accumulate_tile<4, 2>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
-      } else if (block == 2) {
-        simd::accumulate_tile<2, 4>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
+    for (int b = 0; b < parts; ++b) {
+      const float* coefs =
+          scratch.coefs.data() + static_cast<std::ptrdiff_t>(b) * group * kTilePositions;
+      const int begin = b * part;
+      if (group > 4) {
+        const auto buffered = [&](int t, int j) {
+          return _mm256_loadu_ps(tile + static_cast<std::ptrdiff_t>(t) * dim + begin + j);
+        };
+        accumulate_part(job, buffered, tile_length, coefs, o_rows, begin);
       } else {
-        simd::accumulate_tile<1, 4>(values, dim, tile_length, block_coefs, kTilePositions, o, part);
+        const auto direct = [&](int t, int j) { return reader.load(rows[t], begin + j); };
+        accumulate_part(job, direct, tile_length, coefs, o_rows, begin);
       }
-      h += block;
     }
-  }
+  });
 }
 
 // Pass 2 for one (query, KV head, split): fills that split's states and O rows of the group.

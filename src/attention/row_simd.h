@@ -122,13 +122,14 @@ inline void axpy(float w, const float* x, float* y, int count) {
   }
 }
 
-// o_h[j] += Σ_t coefs[h·coef_stride + t] · values[t·value_stride + j] for Heads rows o_h and
-// j in [0, count), positions t in order, one fused multiply-add each: the same rounding as
-// one axpy per position, with each o_h chunk kept in registers across the whole tile.
-// Heads · Chunks accumulators hide the FMA latency; count is a multiple of 8 · Chunks.
-template <int Heads, int Chunks>
-inline void accumulate_tile(const float* values, std::int64_t value_stride, int positions,
-                            const float* coefs, int coef_stride, float* const* o, int count) {
+// o_h[j] += Σ_t coefs[h·coef_stride + t] · value(t, j) for Heads rows o_h and j in
+// [0, count), positions t in order, one fused multiply-add each: the same rounding as one axpy
+// per position, with each o_h chunk kept in registers across the whole tile. value(t, j) gives
+// elements [j, j + 8) of position t's row, each asked for once. Heads · Chunks accumulators
+// hide the FMA latency; count is a multiple of 8 · Chunks.
+template <int Heads, int Chunks, class Values>
+inline void accumulate_tile(const Values& value, int positions, const float* coefs, int coef_stride,
+                            float* const* o, int count) {
   for (int j = 0; j < count; j += 8 * Chunks) {
     __m256 acc[Heads][Chunks];
     for (int h = 0; h < Heads; ++h) {
@@ -136,8 +137,7 @@ inline void accumulate_tile(const float* values, std::int64_t value_stride, int 
     }
     for (int t = 0; t < positions; ++t) {
       __m256 v[Chunks];
-      for (int c = 0; c < Chunks; ++c)
-        v[c] = _mm256_loadu_ps(values + t * value_stride + j + 8 * c);
+      for (int c = 0; c < Chunks; ++c) v[c] = value(t, j + 8 * c);
       for (int h = 0; h < Heads; ++h) {
         const __m256 w = _mm256_broadcast_ss(coefs + h * coef_stride + t);
         for (int c = 0; c < Chunks; ++c) acc[h][c] = _mm256_fmadd_ps(w, v[c], acc[h][c]);
