@@ -81,7 +81,7 @@ class CacheRows {
       case RowFormat::f16:
         return body(simd::F16Reader{});
       case RowFormat::tq4:
-        return body(simd::CodeReader<4>{codebook_});
+        return body(simd::CodeReader<4>(codebook_));
       case RowFormat::tq5:
         return body(simd::CodeReader<5>{codebook_});
       case RowFormat::tq6:
