@@ -76,25 +76,27 @@ TD_HOST_DEVICE void hc_normalise_columns(float* c, int n, float eps) {
 
 // split of one row (SPEC §3.1): mix, base and out hold M = 2n + n² contiguous floats; scale
 // holds s0, s1, s2. kFixedN > 0 compiles the n = kFixedN path with registers only; kFixedN = 0
-// handles any n up to kMaxHcStreams.
+// handles any n up to kMaxHcStreams. Every input is read before the first output is written:
+// the compiler cannot rule out that out aliases an input, so on the GPU an interleaved read
+// would wait for the store before it, one memory latency per value.
 template <int kFixedN>
 TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const float* base, int n,
                                  int iters, float eps, float* out) {
   const int count = kFixedN > 0 ? kFixedN : n;
-  constexpr int kCells = kFixedN > 0 ? kFixedN * kFixedN : kMaxHcStreams * kMaxHcStreams;
-  for (int h = 0; h < count; ++h) {
-    out[h] = hc_sigmoid(fmaf(mix[h], scale[0], base[h])) + eps;
-    out[count + h] = 2.0f * hc_sigmoid(fmaf(mix[count + h], scale[1], base[count + h]));
-  }
-  float c[kCells];
+  constexpr int kWidth = hc_mix_width(kFixedN > 0 ? kFixedN : kMaxHcStreams);
   const int comb = 2 * count;
+  float z[kWidth];  // the logits m·s + β; the comb part becomes the Sinkhorn matrix in place
+  for (int h = 0; h < count; ++h) {
+    z[h] = fmaf(mix[h], scale[0], base[h]);
+    z[count + h] = fmaf(mix[count + h], scale[1], base[count + h]);
+  }
+  for (int i = 0; i < count * count; ++i)
+    z[comb + i] = fmaf(mix[comb + i], scale[2], base[comb + i]);
+  float* c = z + comb;
   for (int r = 0; r < count; ++r) {
     float* row = c + r * count;
     float row_max = -INFINITY;
-    for (int k = 0; k < count; ++k) {
-      row[k] = fmaf(mix[comb + r * count + k], scale[2], base[comb + r * count + k]);
-      row_max = fmaxf(row_max, row[k]);
-    }
+    for (int k = 0; k < count; ++k) row_max = fmaxf(row_max, row[k]);
     float sum = 0.0f;
     for (int k = 0; k < count; ++k) {
       row[k] = expf(row[k] - row_max);
@@ -107,6 +109,10 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
   for (int it = 1; it < iters; ++it) {
     hc_normalise_rows<kFixedN>(c, count, eps);
     hc_normalise_columns<kFixedN>(c, count, eps);
+  }
+  for (int h = 0; h < count; ++h) {
+    out[h] = hc_sigmoid(z[h]) + eps;
+    out[count + h] = 2.0f * hc_sigmoid(z[count + h]);
   }
   for (int i = 0; i < count * count; ++i) out[comb + i] = c[i];
 }

@@ -28,14 +28,18 @@ __global__ void split_kernel(const hc::SplitArgs args) {
                    args.split.row(t));
 }
 
-__global__ void __launch_bounds__(kRowThreads) collapse_kernel(const hc::CollapseArgs args) {
-  __shared__ float pre[kMaxHcStreams];
-  for (std::int64_t t = blockIdx.x; t < args.rows; t += gridDim.x) {
-    __syncthreads();
-    const int h = static_cast<int>(threadIdx.x);
-    if (h < args.n_hc) pre[h] = args.pre.at(t, h);
-    __syncthreads();
-    collapse_row_block(args, pre, t);
+// One thread per (t, d): a row's elements are independent, so a row spreads over many blocks
+// (at T = 1 one block per row would be latency-bound).
+template <int kFixedN>
+__global__ void __launch_bounds__(kExpandThreads) collapse_kernel(const hc::CollapseArgs args) {
+  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x;
+  if (d >= args.embd) return;
+  for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
+    float pre[kFixedN > 0 ? kFixedN : kMaxHcStreams];
+    const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+#pragma unroll
+    for (int h = 0; h < n; ++h) pre[h] = args.pre.at(t, h);
+    args.out.row(t)[d] = collapse_element<kFixedN>(args, pre, t, d);
   }
 }
 
@@ -138,7 +142,12 @@ void hc_split(const hc::SplitArgs& args, Stream stream) {
 }
 
 void hc_collapse(const hc::CollapseArgs& args, Stream stream) {
-  collapse_kernel<<<grid_rows(args.rows), kRowThreads, 0, native(stream)>>>(args);
+  const dim3 grid(blocks_for(args.embd, kExpandThreads), grid_rows(args.rows));
+  if (args.n_hc == 4) {
+    collapse_kernel<4><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+  } else {
+    collapse_kernel<0><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+  }
   TD_CUDA_CHECK_LAUNCH("collapse_kernel");
 }
 

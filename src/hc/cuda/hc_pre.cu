@@ -134,11 +134,25 @@ __device__ void finish_mix_row(const PreLaunch& p, std::int64_t t, float* totals
   const hc::NormMixArgs& a = p.norm_mix;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  for (int k = warp; k <= a.mix_width; k += kRowWarps) {
-    float total = 0.0f;
-    for (int g = lane; g < p.chunks; g += kWarpSize) total += __ldcg(partial_slot(p, t, g) + k);
-    total = warp_sum(total);
-    if (lane == 0) totals[k] = total;
+  // Warp w sums entries w + kRowWarps·q for q < kMixRowsPerPass at once, so that one pass holds
+  // all 25 entries of M = 24 with their loads in flight together.
+  for (int k0 = warp; k0 <= a.mix_width; k0 += kRowWarps * kMixRowsPerPass) {
+    float total[kMixRowsPerPass] = {};
+#pragma unroll 2
+    for (int g = lane; g < p.chunks; g += kWarpSize) {
+      const float* slot = partial_slot(p, t, g);
+#pragma unroll
+      for (int q = 0; q < kMixRowsPerPass; ++q) {
+        const int k = k0 + q * kRowWarps;
+        if (k <= a.mix_width) total[q] += __ldcg(slot + k);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kMixRowsPerPass; ++q) {
+      const int k = k0 + q * kRowWarps;
+      const float sum = warp_sum(total[q]);
+      if (lane == 0 && k <= a.mix_width) totals[k] = sum;
+    }
   }
   __syncthreads();
   const float rho = hc_rms_scale(totals[a.mix_width], a.n_hc * a.embd, a.eps);

@@ -27,15 +27,25 @@ __device__ __forceinline__ float block_sum(float value, float* scratch) {
   return warp_sum(total);
 }
 
-// collapsed row t = Σ_h pre[h]·x[t][h] (pre: n values in shared or global memory).
+// Element d of collapsed row t: Σ_h pre[h]·x[t][h][d], h ascending. kFixedN > 0 unrolls
+// n = kFixedN so that all n loads are in flight together.
+template <int kFixedN>
+__device__ __forceinline__ float collapse_element(const hc::CollapseArgs& args, const float* pre,
+                                                  std::int64_t t, std::int64_t d) {
+  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+  float acc = 0.0f;
+#pragma unroll
+  for (int h = 0; h < n; ++h) acc = hc_accumulate(acc, pre[h], __ldg(args.x.at(t, h) + d));
+  return acc;
+}
+
+// collapsed row t by one block (pre: n values in shared or global memory).
 __device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args, const float* pre,
                                                    std::int64_t t) {
   float* out = args.out.row(t);
 #pragma unroll 4
   for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
-    float acc = 0.0f;
-    for (int h = 0; h < args.n_hc; ++h) acc = hc_accumulate(acc, pre[h], args.x.at(t, h)[d]);
-    out[d] = acc;
+    out[d] = collapse_element<0>(args, pre, t, d);
   }
 }
 
@@ -58,29 +68,22 @@ __device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, 
 
 // collapse then RMSNorm of row t with the collapsed row kept in registers (up to
 // kCachedPerThread elements per thread): the same float operations, in the same order, as
-// collapse_row_block followed by rms_norm_row_block, with every load of x issued up front.
+// collapse_row_block followed by rms_norm_row_block, with every load of x and of the norm
+// weight issued up front; kFixedN > 0 unrolls the streams.
 inline constexpr int kCachedPerThread = 24;  // E up to 6144 (DeepSeek-V4.1: 5120)
 
-__device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& collapse,
-                                                        const hc::RmsNormArgs& norm,
-                                                        const float* pre, std::int64_t t,
-                                                        float* scratch) {
-  if (collapse.embd > kCachedPerThread * kRowThreads) {
-    collapse_row_block(collapse, pre, t);
-    rms_norm_row_block(norm, collapse.out.row(t), t, scratch);
-    return;
-  }
+template <int kFixedN>
+__device__ __forceinline__ void collapse_norm_cached(const hc::CollapseArgs& collapse,
+                                                     const hc::RmsNormArgs& norm, const float* pre,
+                                                     std::int64_t t, float* scratch) {
   float u[kCachedPerThread];
+  float weight[kCachedPerThread];  // loaded before the reduction, so it hides their latency
 #pragma unroll
   for (int i = 0; i < kCachedPerThread; ++i) {
     const std::int64_t d = threadIdx.x + i * kRowThreads;
-    float acc = 0.0f;
-    if (d < collapse.embd) {
-      for (int h = 0; h < collapse.n_hc; ++h) {
-        acc = hc_accumulate(acc, pre[h], __ldg(collapse.x.at(t, h) + d));
-      }
-    }
-    u[i] = acc;
+    const bool inside = d < collapse.embd;
+    u[i] = inside ? collapse_element<kFixedN>(collapse, pre, t, d) : 0.0f;
+    weight[i] = inside ? __ldg(norm.weight + d) : 0.0f;
   }
   float* out = collapse.out.row(t);
   float squares = 0.0f;
@@ -97,7 +100,22 @@ __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& 
 #pragma unroll
   for (int i = 0; i < kCachedPerThread; ++i) {
     const std::int64_t d = threadIdx.x + i * kRowThreads;
-    if (d < collapse.embd) normed[d] = hc_rms_apply(u[i], scale, __ldg(norm.weight + d));
+    if (d < collapse.embd) normed[d] = hc_rms_apply(u[i], scale, weight[i]);
+  }
+}
+
+// Rows too wide to cache take the two block routines one after the other.
+__device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& collapse,
+                                                        const hc::RmsNormArgs& norm,
+                                                        const float* pre, std::int64_t t,
+                                                        float* scratch) {
+  if (collapse.embd > kCachedPerThread * kRowThreads) {
+    collapse_row_block(collapse, pre, t);
+    rms_norm_row_block(norm, collapse.out.row(t), t, scratch);
+  } else if (collapse.n_hc == 4) {
+    collapse_norm_cached<4>(collapse, norm, pre, t, scratch);
+  } else {
+    collapse_norm_cached<0>(collapse, norm, pre, t, scratch);
   }
 }
 
