@@ -1,6 +1,6 @@
 // Q8_0 matvec fused with expand (SPEC §3.4): one warp per output element d computes the dot
-// product with the same warp routine as q8_matvec, stores it, and lane 0 expands element d
-// with the same routine as the expand kernel.
+// products of a tile of tokens with the same warp routine as q8_matvec, stores them, and lane 0
+// expands element d of each token with the same routine as the expand kernel.
 #include "common/cuda_check.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_rows.cuh"
@@ -16,19 +16,31 @@ constexpr int kWarpsPerBlock = 8;
 template <int kFixedN>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     expand_q8_kernel(const hc::ExpandQ8Args args) {
+  __shared__ Q8Stage stages[kWarpsPerBlock];
   const q8::MatvecArgs& mv = args.matvec;
   const hc::ExpandArgs& ex = args.expand;
-  const std::int64_t d =
-      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   if (d >= mv.out_rows) return;
   const bool shared = ex.add.data != nullptr;
-  for (std::int64_t t = blockIdx.y; t < mv.tokens; t += gridDim.y) {
-    const float dot = q8_warp_row_dot(mv.weight + d * mv.row_stride_bytes,
-                                      mv.input + t * mv.input_stride, mv.cols);
+  for (std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kQ8TileTokens; t0 < mv.tokens;
+       t0 += static_cast<std::int64_t>(gridDim.y) * kQ8TileTokens) {
+    const std::int64_t left = mv.tokens - t0;
+    const int tokens = left < kQ8TileTokens ? static_cast<int>(left) : kQ8TileTokens;
+    float dots[kQ8TileTokens];
+    q8_warp_row_dots(mv.weight + d * mv.row_stride_bytes, mv.input + t0 * mv.input_stride,
+                     mv.input_stride, tokens, mv.cols, stages[warp], dots);
     if (threadIdx.x % kWarpSize == 0) {
-      mv.out[t * mv.out_stride + d] = dot;
-      const float v = shared ? hc_block_input(ex.block.row(t)[d], &dot, 0) : dot;
-      expand_element<kFixedN>(ex, t, d, v);
+#pragma unroll
+      for (int i = 0; i < kQ8TileTokens; ++i) {
+        if (i < tokens) {
+          const std::int64_t t = t0 + i;
+          const float dot = dots[i];
+          mv.out[t * mv.out_stride + d] = dot;
+          const float v = shared ? hc_block_input(ex.block.row(t)[d], &dot, 0) : dot;
+          expand_element<kFixedN>(ex, t, d, v);
+        }
+      }
     }
   }
 }
@@ -36,10 +48,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 }  // namespace
 
 void hc_expand_q8(const hc::ExpandQ8Args& args, Stream stream) {
-  const std::int64_t tokens = args.matvec.tokens;
+  const std::int64_t tiles = (args.matvec.tokens + kQ8TileTokens - 1) / kQ8TileTokens;
   const dim3 grid(
       static_cast<unsigned>((args.matvec.out_rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-      static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+      static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
   if (args.expand.n_hc == 4) {
     expand_q8_kernel<4><<<grid, kWarpsPerBlock * kWarpSize, 0, native(stream)>>>(args);
   } else {
