@@ -51,10 +51,11 @@ __device__ __forceinline__ float decode_scale(float norm, float inverse_scale_fa
 }
 
 // The kElements consecutive values from element `first` of a staged row. TQ codes become
-// codebook[code] * scale (scale: the decode scale of the part holding `first`).
-template <RowCodec kCodec, int kElements>
+// codebook(code) * scale (scale: the decode scale of the part holding `first`; codebook: a
+// lookup of codebook_lookup.cuh, unused for F16 rows).
+template <RowCodec kCodec, int kElements, class Codebook>
 __device__ __forceinline__ void row_elements(const unsigned char* row, int first,
-                                             const float* codebook, float scale,
+                                             const Codebook& codebook, float scale,
                                              float (&x)[kElements]) {
   static_assert(kElements == 2 || kElements == 4, "a thread owns 2 or 4 elements");
   if constexpr (kCodec == RowCodec::f16) {
@@ -85,7 +86,7 @@ __device__ __forceinline__ void row_elements(const unsigned char* row, int first
     }
 #pragma unroll
     for (int i = 0; i < kElements; ++i) {
-      x[i] = codebook[(word >> (i * kCodeBits)) & kMask] * scale;
+      x[i] = codebook((word >> (i * kCodeBits)) & kMask) * scale;
     }
   }
 }

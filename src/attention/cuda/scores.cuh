@@ -13,6 +13,7 @@
 
 #include <type_traits>
 
+#include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/split_shape.cuh"
 #include "tq/codec_math.h"
@@ -69,8 +70,8 @@ class FmaScorer {
                                     inverse_scale_factor_d512);
       }
       float k[E];
-      row_elements<KC, E>(stage + kShape.stage_k + t * kShape.k_pitch, slice_.first, codebook,
-                          row_scale, k);
+      row_elements<KC, E>(stage + kShape.stage_k + t * kShape.k_pitch, slice_.first,
+                          PlainCodebook{codebook}, row_scale, k);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
 #pragma unroll

@@ -13,7 +13,9 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
+#include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/rotation.cuh"
 #include "attention/cuda/row_access.cuh"
@@ -23,7 +25,6 @@
 #include "attention/state.h"
 #include "common/cuda_check.cuh"
 #include "tq/codec_math.h"
-#include "tq/cuda/codec_tables.cuh"
 
 namespace turbodecode::cuda::decode {
 
@@ -133,16 +134,14 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
     const int i = static_cast<int>(threadIdx.x) + k * kSplitThreads;
     q[i] = KC == RowCodec::f16 ? values[k] : tq::apply_sign(values[k], sign_flipped(i % D));
   }
-  // Unused codebook entries read as 0, so a stray high bit cannot reach uninitialised memory.
-  float* k_codebook = reinterpret_cast<float*>(shared + s.k_codebook_offset);
+  if constexpr (KC != RowCodec::f16) {
+    stage_plain_codebook(reinterpret_cast<float*>(shared + s.k_codebook_offset), p.k.bits);
+  }
   float* v_codebook = reinterpret_cast<float*>(shared + s.v_codebook_offset);
-  for (int i = static_cast<int>(threadIdx.x); i < kCodebookEntries; i += kSplitThreads) {
-    if constexpr (KC != RowCodec::f16) {
-      k_codebook[i] = i < (1 << p.k.bits) ? tq_tables::codebook(p.k.bits)[i] : 0.0f;
-    }
-    if constexpr (VC != RowCodec::f16) {
-      v_codebook[i] = i < (1 << p.v.bits) ? tq_tables::codebook(p.v.bits)[i] : 0.0f;
-    }
+  if constexpr (VC == RowCodec::tq_byte) {
+    stage_lane_mirrored_codebook(v_codebook, p.v.bits);
+  } else if constexpr (VC == RowCodec::tq_nibble) {
+    stage_plain_codebook(v_codebook, p.v.bits);
   }
   if constexpr (KC != RowCodec::f16) {
     block_hadamard(q, kHeads, D);
@@ -201,12 +200,27 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
           static_cast<int>(end)};
 }
 
+// How the split kernel looks up V codes (codebook_lookup.cuh): bank-replicated for one byte
+// per code, where random 8-bit codes would otherwise conflict.
+template <RowCodec VC>
+using VCodebook = std::conditional_t<VC == RowCodec::tq_byte, LaneMirroredCodebook, PlainCodebook>;
+
+template <RowCodec VC>
+__device__ __forceinline__ VCodebook<VC> v_codebook_of(const float* table, int bits,
+                                                       const LaneSlice& slice) {
+  if constexpr (VC == RowCodec::tq_byte) {
+    return LaneMirroredCodebook(table, bits, slice.lane);
+  } else {
+    return PlainCodebook{table};
+  }
+}
+
 // O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
 // the whole group.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, const float* weights,
                                                 const float* rescale, const LaneSlice& slice,
-                                                const float* codebook,
+                                                const VCodebook<VC>& codebook,
                                                 float inverse_scale_factor_d512,
                                                 float (&o)[kHeads][D / kSplitThreads]) {
   constexpr SplitShape s(D, kHeads, KC, VC);
@@ -315,6 +329,8 @@ __global__ void __launch_bounds__(kSplitThreads)
   float m_run = -INFINITY;
   float l_run = 0.0f;
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
+  const VCodebook<VC> v_codebook = v_codebook_of<VC>(
+      reinterpret_cast<const float*>(shared + s.v_codebook_offset), p.v.bits, slice);
 
   for (int tile = 0; tile < tiles; ++tile) {
     wait_copies<s.stages - 2>();
@@ -335,8 +351,7 @@ __global__ void __launch_bounds__(kSplitThreads)
                                                rescale);
     }
     __syncthreads();
-    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice,
-                                       reinterpret_cast<const float*>(shared + s.v_codebook_offset),
+    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice, v_codebook,
                                        inverse_scale_factor_d512, o);
   }
   wait_copies<0>();  // no copy may outlive the block

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/decode_params.cuh"
 #include "turbodecode/tq_codec.h"
 
@@ -12,8 +13,7 @@ namespace turbodecode::cuda::decode {
 
 inline constexpr int kSplitWarps = 4;
 inline constexpr int kSplitThreads = kSplitWarps * 32;
-// Largest codebook staged in shared memory (8-bit).
-inline constexpr int kCodebookEntries = 256;
+static_assert(kSplitThreads == kMirroredEntries, "one thread stages each mirrored entry");
 
 __host__ __device__ constexpr int row_bytes_of(RowCodec codec, int head_dim) {
   return codec == RowCodec::f16 ? 2 * head_dim
@@ -88,8 +88,8 @@ struct SplitShape {
     weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
     rescale_offset = weight_offset + pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
-    v_codebook_offset = k_codebook_offset + kCodebookEntries * 4;
-    shared_bytes = v_codebook_offset + kCodebookEntries * 4;
+    v_codebook_offset = k_codebook_offset + (k_codec == RowCodec::f16 ? 0 : kCodebookEntries * 4);
+    shared_bytes = v_codebook_offset + v_codebook_bytes(v_codec);
   }
 };
 
