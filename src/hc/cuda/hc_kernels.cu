@@ -52,11 +52,11 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(const hc::RmsNorm
 
 __global__ void __launch_bounds__(kRowThreads)
     split_collapse_kernel(const hc::SplitCollapseArgs args) {
-  __shared__ float split_row[hc_mix_width(kMaxHcStreams)];
+  __shared__ float split_row[kSplitStride];
   __shared__ float scratch[kRowWarps];
   for (std::int64_t t = blockIdx.x; t < args.split.rows; t += gridDim.x) {
     __syncthreads();  // split_row of the previous row is no longer read
-    split_row_block(args.split, args.split.mix.row(t), t, split_row);
+    split_rows_block(args.split, args.split.mix.row(t), 0, t, 1, split_row);
     if (args.norm.out.data != nullptr) {
       collapse_norm_row_block(args.collapse, args.norm, split_row, t, scratch);
     } else {

@@ -17,8 +17,8 @@ using hc::kPreChunkWidth;
 using hc::kPreGroupRows;
 constexpr int kLaneElements = kPreChunkWidth / kWarpSize;
 static_assert(kPreChunkWidth == kRowThreads, "one chunk element per thread when staging x");
-constexpr int kMaxMixWidth = hc_mix_width(kMaxHcStreams);
 constexpr int kMixRowsPerPass = 4;
+constexpr int kCombinePerPass = 13;  // kRowWarps·13 ≥ kPreGroupRows·(24 + 1)
 
 struct PreLaunch {
   hc::NormMixArgs norm_mix;
@@ -128,63 +128,97 @@ __device__ bool arrive_last(unsigned* counter, int chunks) {
   return last;
 }
 
-// Combines row t's partials (each entry by one warp, chunks in a fixed lane/butterfly order)
-// and writes the mix row to `mix_row` (shared) and to the mix output. Ends synchronised.
-__device__ void finish_mix_row(const PreLaunch& p, std::int64_t t, float* totals, float* mix_row) {
-  const hc::NormMixArgs& a = p.norm_mix;
+// Combines the partials of rows t0 .. t0 + rows_here into totals[r][k] (k ≤ M, the last the sum
+// of squares). Each entry is summed by one warp, chunks in a fixed lane/butterfly order; a warp
+// takes kCombinePerPass entries at once, so one pass holds a whole group at M = 24 with all its
+// loads in flight. Ends synchronised.
+__device__ void combine_partials(const PreLaunch& p, std::int64_t t0, int rows_here,
+                                 float (*totals)[kSplitStride + 1]) {
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  // Warp w sums entries w + kRowWarps·q for q < kMixRowsPerPass at once, so that one pass holds
-  // all 25 entries of M = 24 with their loads in flight together.
-  for (int k0 = warp; k0 <= a.mix_width; k0 += kRowWarps * kMixRowsPerPass) {
-    float total[kMixRowsPerPass] = {};
+  const int entries = p.norm_mix.mix_width + 1;
+  const int count = rows_here * entries;
+  for (int e0 = warp; e0 < count; e0 += kRowWarps * kCombinePerPass) {
+    float total[kCombinePerPass] = {};
 #pragma unroll 2
     for (int g = lane; g < p.chunks; g += kWarpSize) {
-      const float* slot = partial_slot(p, t, g);
 #pragma unroll
-      for (int q = 0; q < kMixRowsPerPass; ++q) {
-        const int k = k0 + q * kRowWarps;
-        if (k <= a.mix_width) total[q] += __ldcg(slot + k);
+      for (int q = 0; q < kCombinePerPass; ++q) {
+        const int e = e0 + q * kRowWarps;
+        if (e < count) total[q] += __ldcg(partial_slot(p, t0 + e / entries, g) + e % entries);
       }
     }
 #pragma unroll
-    for (int q = 0; q < kMixRowsPerPass; ++q) {
-      const int k = k0 + q * kRowWarps;
+    for (int q = 0; q < kCombinePerPass; ++q) {
+      const int e = e0 + q * kRowWarps;
       const float sum = warp_sum(total[q]);
-      if (lane == 0 && k <= a.mix_width) totals[k] = sum;
+      if (lane == 0 && e < count) totals[e / entries][e % entries] = sum;
     }
   }
   __syncthreads();
-  const float rho = hc_rms_scale(totals[a.mix_width], a.n_hc * a.embd, a.eps);
-  for (int k = threadIdx.x; k < a.mix_width; k += kRowThreads) {
-    const float v = rho * totals[k];
-    mix_row[k] = v;
-    a.mix.row(t)[k] = v;
+}
+
+// mix = ρ·totals for rows t0 .. t0 + rows_here, into shared mix_rows and the mix output. Ends
+// synchronised.
+__device__ void write_mix_rows(const hc::NormMixArgs& a, std::int64_t t0, int rows_here,
+                               const float (*totals)[kSplitStride + 1],
+                               float (*mix_rows)[kSplitStride]) {
+  const int m = a.mix_width;
+  for (int e = threadIdx.x; e < rows_here * m; e += kRowThreads) {
+    const int r = e / m;
+    const int k = e % m;
+    const float rho = hc_rms_scale(totals[r][m], a.n_hc * a.embd, a.eps);
+    const float v = rho * totals[r][k];
+    mix_rows[r][k] = v;
+    a.mix.row(t0 + r)[k] = v;
   }
   __syncthreads();
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* address) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+}
+
+// Pulls what only the last block reads (the norm weight, split's scale and base) into L2 while
+// the partials are computed, one 128-byte line per thread, so the last block does not wait on
+// DRAM for them.
+__device__ void prefetch_tail_inputs(const hc::SplitCollapseArgs& sc, int chunk, int chunks) {
+  constexpr int kLineFloats = 32;
+  const std::int64_t lines = (sc.norm.embd + kLineFloats - 1) / kLineFloats;
+  for (std::int64_t l = static_cast<std::int64_t>(chunk) * kRowThreads + threadIdx.x; l < lines;
+       l += static_cast<std::int64_t>(chunks) * kRowThreads) {
+    prefetch_l2(sc.norm.weight + l * kLineFloats);
+  }
+  if (chunk == 0 && threadIdx.x == 0) {
+    prefetch_l2(sc.split.scale);
+    prefetch_l2(sc.split.base);
+    prefetch_l2(sc.split.base + hc_mix_width(sc.split.n_hc) - 1);
+  }
 }
 
 template <bool kFull>
 __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
   __shared__ float xs[kPreGroupRows][kPreChunkWidth];
-  __shared__ float totals[kMaxMixWidth + 1];
-  __shared__ float mix_row[kMaxMixWidth];
-  __shared__ float split_row[kMaxMixWidth];
+  __shared__ float totals[kPreGroupRows][kSplitStride + 1];
+  __shared__ float mix_rows[kPreGroupRows][kSplitStride];
+  __shared__ float split_rows[kPreGroupRows][kSplitStride];
   __shared__ float scratch[kRowWarps];
   const int chunk = static_cast<int>(blockIdx.x);
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kPreGroupRows;
   const std::int64_t left = p.norm_mix.rows - t0;
   const int rows_here = static_cast<int>(left < kPreGroupRows ? left : kPreGroupRows);
+  if constexpr (kFull) {
+    if (blockIdx.y == 0) prefetch_tail_inputs(p.split_collapse, chunk, p.chunks);
+  }
   write_partials(p, chunk, t0, rows_here, xs);
   if (!arrive_last(p.counters + blockIdx.y, p.chunks)) return;
-  for (int r = 0; r < rows_here; ++r) {
-    const std::int64_t t = t0 + r;
-    finish_mix_row(p, t, totals, mix_row);
-    if constexpr (kFull) {
-      const hc::SplitCollapseArgs& sc = p.split_collapse;
-      split_row_block(sc.split, mix_row, t, split_row);
-      collapse_norm_row_block(sc.collapse, sc.norm, split_row, t, scratch);
-      __syncthreads();
+  combine_partials(p, t0, rows_here, totals);
+  write_mix_rows(p.norm_mix, t0, rows_here, totals, mix_rows);
+  if constexpr (kFull) {
+    const hc::SplitCollapseArgs& sc = p.split_collapse;
+    split_rows_block(sc.split, &mix_rows[0][0], kSplitStride, t0, rows_here, &split_rows[0][0]);
+    for (int r = 0; r < rows_here; ++r) {
+      collapse_norm_row_block(sc.collapse, sc.norm, split_rows[r], t0 + r, scratch);
     }
   }
 }

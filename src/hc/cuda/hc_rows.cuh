@@ -119,16 +119,25 @@ __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& 
   }
 }
 
-// split of row t by thread 0 into shared `split_row` (M floats), then copied to the split
-// output by the whole block. Ends synchronised.
-__device__ __forceinline__ void split_row_block(const hc::SplitArgs& args, const float* mix,
-                                                std::int64_t t, float* split_row) {
-  if (threadIdx.x == 0) {
-    hc_split_row_any(mix, args.scale, args.base, args.n_hc, args.iters, args.eps, split_row);
+// Rows of kSplitStride floats hold one split (or mix) row each in shared memory.
+inline constexpr int kSplitStride = hc_mix_width(kMaxHcStreams);
+
+// split of rows t0 .. t0 + rows (rows ≤ kRowThreads), thread r computing row r from mix row
+// mix + r·mix_stride into shared split_rows + r·kSplitStride, all rows at once; the whole block
+// then copies them to the split output. Ends synchronised.
+__device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, const float* mix,
+                                                 std::int64_t mix_stride, std::int64_t t0, int rows,
+                                                 float* split_rows) {
+  const int r = static_cast<int>(threadIdx.x);
+  if (r < rows) {
+    hc_split_row_any(mix + r * mix_stride, args.scale, args.base, args.n_hc, args.iters, args.eps,
+                     split_rows + r * kSplitStride);
   }
   __syncthreads();
   const int m = hc_mix_width(args.n_hc);
-  for (int k = threadIdx.x; k < m; k += kRowThreads) args.split.row(t)[k] = split_row[k];
+  for (int e = threadIdx.x; e < rows * m; e += kRowThreads) {
+    args.split.row(t0 + e / m)[e % m] = split_rows[(e / m) * kSplitStride + e % m];
+  }
 }
 
 // Expanded values of element d of row t for every destination stream c, from v (the block
