@@ -152,11 +152,11 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
 
 // Online softmax of one tile, by the first ceil(pairs/32) warps: thread i scores pair
 // (head i / T, position i % T). m_run and l_run live in those threads' registers across
-// tiles. Writes the weights exp(s − m) and each head's rescale factor of O.
+// tiles. Writes each head's rescale factor of O and returns the thread's weight exp(s − m).
 template <int T, int kPairs, int kReduceWidth>
-__device__ __forceinline__ void softmax_tile(const DecodeParams& p, const float* partial,
-                                             int valid_rows, float& m_run, float& l_run,
-                                             float* weights, float* rescale) {
+__device__ __forceinline__ float softmax_tile(const DecodeParams& p, const float* partial,
+                                              int valid_rows, float& m_run, float& l_run,
+                                              float* rescale) {
   const int i = static_cast<int>(threadIdx.x);
   const bool active = i < kPairs;
   const int t = i % T;
@@ -174,9 +174,30 @@ __device__ __forceinline__ void softmax_tile(const DecodeParams& p, const float*
   const float factor = attention::merge_weight(m_run, m_new);
   l_run = l_run * factor + tile_sum;
   m_run = m_new;
-  if (active) {
+  if (active && t == 0) rescale[i / T] = factor;
+  return weight;
+}
+
+// Stores thread i's softmax weight for the V pass at weights[i]. TQ V folds the row's decode
+// scale into it (one weight set per norm of the row: D = 512 has two halves), so the V pass
+// multiplies plain codebook values: one multiply per pair here instead of one per element
+// and row there.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void store_weight(const unsigned char* stage, float weight,
+                                             float inverse_scale_factor_d512, float* weights) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  const int i = static_cast<int>(threadIdx.x);
+  if (i >= s.pairs) return;
+  if constexpr (VC == RowCodec::f16) {
     weights[i] = weight;
-    if (t == 0) rescale[i / T] = factor;
+  } else {
+    const float* norms = reinterpret_cast<const float*>(stage + s.stage_v_norms);
+    const int t = i % s.tile;
+#pragma unroll
+    for (int part = 0; part < s.weight_sets; ++part) {
+      weights[part * s.pairs + i] =
+          weight * decode_scale<D>(norms[t * s.norms_per_row + part], inverse_scale_factor_d512);
+    }
   }
 }
 
@@ -216,17 +237,17 @@ __device__ __forceinline__ VCodebook<VC> v_codebook_of(const float* table, int b
 }
 
 // O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
-// the whole group.
+// the whole group. For TQ V the weights carry the row scale (store_weight), so v_t is the
+// plain codebook value.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, const float* weights,
                                                 const float* rescale, const LaneSlice& slice,
                                                 const VCodebook<VC>& codebook,
-                                                float inverse_scale_factor_d512,
                                                 float (&o)[kHeads][D / kSplitThreads]) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int E = s.lane_elements;
   constexpr int T = s.tile;
-  const float* norms = reinterpret_cast<const float*>(stage + s.stage_v_norms);
+  const float* lane_weights = weights + (s.weight_sets > 1 ? slice.part * s.pairs : 0);
 #pragma unroll
   for (int h = 0; h < kHeads; ++h) {
     const float factor = rescale[h];
@@ -237,17 +258,14 @@ __device__ __forceinline__ void accumulate_tile(const unsigned char* stage, cons
   for (int t = 0; t < T; t += 4) {
     float4 w[kHeads];
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) w[h] = *reinterpret_cast<const float4*>(weights + h * T + t);
+    for (int h = 0; h < kHeads; ++h) {
+      w[h] = *reinterpret_cast<const float4*>(lane_weights + h * T + t);
+    }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      float row_scale = 1.0f;
-      if constexpr (VC != RowCodec::f16) {
-        row_scale = decode_scale<D>(norms[(t + u) * s.norms_per_row + slice.part],
-                                    inverse_scale_factor_d512);
-      }
       float v[E];
-      row_elements<VC, E>(stage + s.stage_v + (t + u) * s.v_row_bytes, slice.first, codebook,
-                          row_scale, v);
+      row_elements<VC, E>(stage + s.stage_v + (t + u) * s.v_row_bytes, slice.first, codebook, 1.0f,
+                          v);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
         const float weight = u == 0 ? w[h].x : u == 1 ? w[h].y : u == 2 ? w[h].z : w[h].w;
@@ -347,12 +365,12 @@ __global__ void __launch_bounds__(kSplitThreads)
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
       const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
-      softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, weights,
-                                               rescale);
+      const float weight =
+          softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, rescale);
+      store_weight<D, kHeads, KC, VC>(stage, weight, inverse_scale_factor_d512, weights);
     }
     __syncthreads();
-    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice, v_codebook,
-                                       inverse_scale_factor_d512, o);
+    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice, v_codebook, o);
   }
   wait_copies<0>();  // no copy may outlive the block
 

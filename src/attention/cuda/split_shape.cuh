@@ -29,6 +29,7 @@ struct SplitShape {
   int reduce_width;   // pairs rounded up to a warp: values each lane reduces per tile
   int stages;
   int norms_per_row;
+  int weight_sets;  // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   int k_row_bytes, v_row_bytes;
   int k_pitch;  // bytes between staged K rows: padded by 16 for conflict-free mma fragments
@@ -47,6 +48,7 @@ struct SplitShape {
         reduce_width(0),
         stages(3),
         norms_per_row(d == 512 ? 2 : 1),
+        weight_sets(v_codec == RowCodec::f16 ? 1 : norms_per_row),
         tensor_core_scores(k_codec == RowCodec::f16),
         k_row_bytes(row_bytes_of(k_codec, d)),
         k_pitch(k_codec == RowCodec::f16 ? row_bytes_of(k_codec, d) + 16
@@ -86,7 +88,7 @@ struct SplitShape {
     q_offset = stages * stage_bytes;
     partial_offset = q_offset + heads * d * 4;
     weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
-    rescale_offset = weight_offset + pairs * 4;
+    rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
     v_codebook_offset = k_codebook_offset + (k_codec == RowCodec::f16 ? 0 : kCodebookEntries * 4);
     shared_bytes = v_codebook_offset + v_codebook_bytes(v_codec);
