@@ -24,10 +24,13 @@ int resident_blocks_per_sm(const decode::SplitKernel& kernel) {
 
 }  // namespace
 
-// A long query alone should fill one full wave of resident blocks: target_splits is the
-// smallest split count whose blocks (times the KV heads and head chunks of one query) cover
-// every resident-block slot of the device. Shorter queries get one split per
-// kMinSplitTokens positions, so they do not split needlessly.
+// A long query alone should fill one wave of resident blocks: target_splits is the largest
+// split count whose blocks (times the KV heads and head chunks of one query) all fit in the
+// resident-block slots of the device at once. Rounding up instead would start the few blocks
+// beyond the wave as a second wave that runs alone for a whole split's time (e.g. 3 blocks
+// per SM, 8 KV heads: 50 splits = 400 blocks for 396 slots, nearly twice the time of 49).
+// Shorter queries get one split per kMinSplitTokens positions, so they do not split
+// needlessly.
 attention::SplitPolicy choose_split_policy(const DecodePlan& plan) {
   const KvCacheConfig& cache = plan.cache;
   const int group = plan.options.n_heads / cache.n_kv_heads;
@@ -40,8 +43,7 @@ attention::SplitPolicy choose_split_policy(const DecodePlan& plan) {
 
   attention::SplitPolicy policy;
   policy.min_split_tokens = kMinSplitTokens;
-  policy.target_splits =
-      std::clamp((wave + blocks_per_split - 1) / blocks_per_split, 1, decode::kMaxSplits);
+  policy.target_splits = std::clamp(wave / blocks_per_split, 1, decode::kMaxSplits);
   policy.fixed_splits = plan.options.fixed_splits;
   policy.max_splits = policy.fixed_splits > 0 ? policy.fixed_splits : policy.target_splits;
   return policy;
