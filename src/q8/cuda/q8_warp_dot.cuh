@@ -67,6 +67,12 @@ __device__ __forceinline__ const std::uint8_t* stage_span(const std::uint8_t* sr
   return dst;
 }
 
+// Four consecutive inputs, with one 16-byte load when `aligned`.
+__device__ __forceinline__ float4 load_x4(const float* x, bool aligned) {
+  if (aligned) return __ldg(reinterpret_cast<const float4*>(x));
+  return make_float4(__ldg(x), __ldg(x + 1), __ldg(x + 2), __ldg(x + 3));
+}
+
 // dots[i] = Σ_j row[j]·x[i·x_stride + j] for i < tokens (≤ kQ8TileTokens); every lane gets them.
 // Eight lanes share a block (4 weights each), four blocks per warp step; each lane accumulates
 // d·(its 4-term dot) over its blocks in increasing order, and the warp sum adds the lanes in a
@@ -78,6 +84,8 @@ __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const 
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int part = lane % 8;
   const std::int64_t blocks = cols / kQ8BlockValues;
+  // Every lane's 4 inputs start at a multiple of 4 floats: one 16-byte load when rows allow.
+  const bool x_vectors = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
   float acc[kQ8TileTokens] = {};
   for (std::int64_t first = 0; first < blocks; first += kQ8SpanBlocks) {
     const std::int64_t left = blocks - first;
@@ -94,11 +102,11 @@ __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const 
 #pragma unroll
       for (int i = 0; i < kQ8TileTokens; ++i) {
         if (i < tokens) {
-          const float* xi = xb + i * x_stride;
-          float dot = static_cast<float>(static_cast<std::int8_t>(q01 & 0xff)) * __ldg(xi);
-          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q01 >> 8)), __ldg(xi + 1), dot);
-          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 & 0xff)), __ldg(xi + 2), dot);
-          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 >> 8)), __ldg(xi + 3), dot);
+          const float4 xv = load_x4(xb + i * x_stride, x_vectors);
+          float dot = static_cast<float>(static_cast<std::int8_t>(q01 & 0xff)) * xv.x;
+          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q01 >> 8)), xv.y, dot);
+          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 & 0xff)), xv.z, dot);
+          dot = fmaf(static_cast<float>(static_cast<std::int8_t>(q23 >> 8)), xv.w, dot);
           acc[i] = fmaf(d, dot, acc[i]);
         }
       }
