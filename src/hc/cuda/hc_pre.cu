@@ -196,12 +196,8 @@ __device__ void prefetch_tail_inputs(const hc::SplitCollapseArgs& sc, int chunk,
   }
 }
 
-// Prefill grids have thousands of latency-bound blocks: three per SM instead of the two that
-// the tail's register cache would allow otherwise (80 registers, a few dozen bytes of spills).
-constexpr int kPreBlocksPerSm = 3;
-
 template <bool kFull>
-__global__ void __launch_bounds__(kRowThreads, kPreBlocksPerSm) pre_kernel(const PreLaunch p) {
+__global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
   __shared__ float xs[kPreGroupRows][kPreChunkWidth];
   __shared__ float totals[kPreGroupRows][kSplitStride + 1];
   __shared__ float mix_rows[kPreGroupRows][kSplitStride];
