@@ -1,9 +1,14 @@
-// CUDA backend of append_kv (SPEC §1.3): one launch for every (token, KV head) of the batch. A
-// block of two warps takes one (token, head) item at a time: warp 0 writes its K row, warp 1
-// its V row, each converting to F16 or encoding to TurboQuant-HB codes as the cache's format
-// says, so the K and V halves of an item proceed in parallel.
+// CUDA backend of append_kv (SPEC §1.3): one launch for every (token, KV head) of the batch.
+// The grid is one wave of resident blocks; each warp takes (token, head) rows with a grid
+// stride and writes each one's V row, then its K row, converting to F16 or encoding to
+// TurboQuant-HB codes as the cache's format says. A warp loads its next row while it writes
+// the current one: encoding is a long dependent chain (butterflies, shuffles, a norm), so
+// without that too few loads are in flight to stream at bandwidth; alternating V and K rows
+// keeps the memory traffic and the arithmetic of every warp interleaved. A block builds its
+// code bucket tables once, while its warps' first rows load.
 #include "cache/cuda/append_cuda.h"
 #include "common/cuda_check.cuh"
+#include "common/validate.h"
 #include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"
 
@@ -12,8 +17,12 @@ namespace turbodecode::cuda {
 namespace {
 
 constexpr int kParts = 2;  // K and V
-constexpr int kThreads = kParts * warp_row::kLanes;
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * warp_row::kLanes;
 constexpr int kF16Bits = 16;
+// Row indices are 32-bit with room for a grid stride past the last; no device holds the inputs
+// of this many rows.
+constexpr std::int64_t kMaxRows = std::int64_t{1} << 29;
 
 // An input k or v tensor [tokens, n_kv_heads, D]; strides in bytes.
 struct TokenRows {
@@ -49,15 +58,17 @@ struct AppendLaunch {
   const std::int32_t* slot_ids;
   const std::int32_t* positions;
   std::int64_t slot_id_stride, position_stride;
-  std::int64_t tokens, slots, capacity;
+  int rows;  // tokens × n_kv_heads, row = token · n_kv_heads + head
   int n_kv_heads;
+  std::int64_t slots, capacity;
   bool ring;
   float scale_factor_d512;
   bool vectorised;
 };
 
 // The cache row of (slot, position), or −1 when the pair names nothing the cache holds. The
-// host validated the indices already; the guard keeps a bad index from ever writing outside.
+// host validates the indices except while a graph is captured; the guard keeps a bad index
+// from ever writing, and an invalid pair writes nothing.
 __device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, std::int64_t slot,
                                                    std::int64_t position) {
   if (slot < 0 || slot >= p.slots || position < 0) return -1;
@@ -65,36 +76,71 @@ __device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, std::i
   return position < p.capacity ? position : -1;
 }
 
+// A row whose loads were issued: the lane's input words and the token's raw indices, used
+// only when the row is written, so the loads complete while the warp writes another row.
+template <int D>
+struct PendingRow {
+  unsigned words[warp_row::kPerLane<D>];
+  int token, head;
+  int slot, position;
+  bool is_v;
+};
+
+template <int D>
+__device__ __forceinline__ PendingRow<D> fetch_row(const AppendLaunch& p, int row, bool is_v,
+                                                   int lane) {
+  PendingRow<D> r;
+  r.is_v = is_v;
+  r.token = row / p.n_kv_heads;
+  r.head = row % p.n_kv_heads;
+  r.slot = p.slot_ids[r.token * p.slot_id_stride];
+  r.position = p.positions[r.token * p.position_stride];
+  const TokenRows input = is_v ? p.v_in : p.k_in;
+  warp_row::load_lane_words(input.row(r.token, r.head), input.dtype, p.vectorised, lane, r.words);
+  return r;
+}
+
+template <int D>
+__device__ __forceinline__ void write_row(const AppendLaunch& p, const PendingRow<D>& r,
+                                          const code_buckets::CodeBucket* buckets, float* scratch,
+                                          int lane) {
+  const std::int64_t cache_row = target_row(p, r.slot, r.position);
+  if (cache_row < 0) return;
+  const DType dtype = r.is_v ? p.v_in.dtype : p.k_in.dtype;
+  const CacheRows cache = r.is_v ? p.v_cache : p.k_cache;
+  float v[warp_row::kPerLane<D>];
+  warp_row::widen_lane_words(r.words, dtype, v);
+  unsigned char* destination = cache.row(r.slot, r.head, cache_row);
+  if (cache.bits == kF16Bits) {
+    warp_row::store_lane_f16(v, destination, lane, p.vectorised);
+    return;
+  }
+  warp_row::rotate_forward<D>(v, lane);
+  warp_row::encode_rotated<D>(v, cache.bits, p.scale_factor_d512, buckets, scratch, lane,
+                              destination, cache.row_norms(r.slot, r.head, cache_row),
+                              p.vectorised);
+}
+
+// Item i of a warp is row first + (i / 2) · warps: its V row when i is even, its K row when odd.
 template <int D>
 __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch p) {
-  __shared__ float midpoints[kParts][tq_tables::kMaxTableEntries];
-  __shared__ __align__(16) float scratch[kParts][D];
-  const int part = static_cast<int>(threadIdx.x) / warp_row::kLanes;
+  __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
+  __shared__ __align__(16) float scratch[kWarps][D];
+  const int warp = static_cast<int>(threadIdx.x) / warp_row::kLanes;
   const int lane = static_cast<int>(threadIdx.x) % warp_row::kLanes;
-  const bool is_k = part == 0;
-  const TokenRows input = is_k ? p.k_in : p.v_in;
-  const CacheRows cache = is_k ? p.k_cache : p.v_cache;
-  if (cache.bits != kF16Bits) {
-    tq_tables::stage_in_warp(tq_tables::midpoints(cache.bits), (1 << cache.bits) - 1,
-                             midpoints[part], lane);
-  }
-  const std::int64_t items = p.tokens * p.n_kv_heads;
-  for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const std::int64_t token = item / p.n_kv_heads;
-    const std::int64_t head = item % p.n_kv_heads;
-    const std::int64_t slot = p.slot_ids[token * p.slot_id_stride];
-    const std::int64_t row = target_row(p, slot, p.positions[token * p.position_stride]);
-    if (row < 0) continue;
-    float v[warp_row::kPerLane<D>];
-    warp_row::load_lane_values(input.row(token, head), input.dtype, p.vectorised, lane, v);
-    unsigned char* destination = cache.row(slot, head, row);
-    if (cache.bits == kF16Bits) {
-      warp_row::store_lane_f16(v, destination, lane, p.vectorised);
-      continue;
-    }
-    warp_row::rotate_forward<D>(v, lane);
-    warp_row::encode_rotated<D>(v, cache.bits, p.scale_factor_d512, midpoints[part], scratch[part],
-                                lane, destination, cache.row_norms(slot, head, row), p.vectorised);
+  const int warps = static_cast<int>(gridDim.x) * kWarps;
+  const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const int items = first < p.rows ? 2 * ((p.rows - 1 - first) / warps + 1) : 0;
+  PendingRow<D> next{};
+  if (items > 0) next = fetch_row<D>(p, first, true, lane);
+  if (p.k_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.k_cache.bits, buckets[0]);
+  if (p.v_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.v_cache.bits, buckets[1]);
+  __syncthreads();
+  for (int i = 0; i < items; ++i) {
+    const PendingRow<D> current = next;
+    if (i + 1 < items)
+      next = fetch_row<D>(p, first + ((i + 1) / 2) * warps, (i + 1) % 2 == 0, lane);
+    write_row<D>(p, current, buckets[current.is_v ? 1 : 0], scratch[warp], lane);
   }
 }
 
@@ -122,11 +168,31 @@ CacheRows cache_rows(const TensorView& rows, const TensorView& norms, RowFormat 
   return c;
 }
 
+// One wave of resident blocks, fewer when the batch has fewer rows than the wave has warps.
+template <int D>
+void launch_append(const AppendLaunch& p, cudaStream_t stream) {
+  // Occupancy depends only on the kernel and the device model: computed once.
+  static const int resident_per_sm = [] {
+    int blocks = 0;
+    TD_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, append_kv_kernel<D>, kThreads, 0));
+    return blocks > 0 ? blocks : 1;
+  }();
+  const std::int64_t wanted = (std::int64_t{p.rows} + kWarps - 1) / kWarps;
+  const std::int64_t wave = std::int64_t{resident_per_sm} * sm_count();
+  const auto blocks = static_cast<unsigned>(wanted < wave ? wanted : wave);
+  append_kv_kernel<D><<<blocks, kThreads, 0, stream>>>(p);
+  TD_CUDA_CHECK_LAUNCH("append_kv_kernel");
+}
+
 }  // namespace
 
 void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& v,
                const TensorView& slot_ids, const TensorView& positions, Stream stream) {
   const KvCacheConfig& c = cache.config;
+  const std::int64_t rows = k.shape[0] * c.n_kv_heads;
+  check_arg(rows < kMaxRows, "k",
+            "must hold fewer than " + std::to_string(kMaxRows) + " rows (tokens × KV heads)");
   const AppendLaunch p{token_rows(k),
                        token_rows(v),
                        cache_rows(cache.k, cache.k_norms, c.k_format),
@@ -135,21 +201,19 @@ void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& 
                        positions.as<const std::int32_t>(),
                        slot_ids.strides[0],
                        positions.strides[0],
-                       k.shape[0],
+                       static_cast<int>(rows),
+                       c.n_kv_heads,
                        c.slots,
                        c.capacity,
-                       c.n_kv_heads,
                        c.kind == LayerKind::ring,
                        c.scale_factor_d512,
                        allows_vector_access(k) && allows_vector_access(v) &&
                            allows_vector_access(cache.k) && allows_vector_access(cache.v)};
-  const unsigned blocks = grid_blocks(p.tokens * p.n_kv_heads, 1);
   if (c.head_dim == 256) {
-    append_kv_kernel<256><<<blocks, kThreads, 0, native(stream)>>>(p);
+    launch_append<256>(p, native(stream));
   } else {
-    append_kv_kernel<512><<<blocks, kThreads, 0, native(stream)>>>(p);
+    launch_append<512>(p, native(stream));
   }
-  TD_CUDA_CHECK_LAUNCH("append_kv_kernel");
 }
 
 }  // namespace turbodecode::cuda

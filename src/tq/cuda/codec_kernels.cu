@@ -48,15 +48,16 @@ __device__ __forceinline__ std::int64_t row_step() {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch p) {
-  __shared__ float midpoints[tq_tables::kMaxTableEntries];
+  __shared__ code_buckets::CodeBucket buckets[code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kRowsPerBlock][D];
-  tq_tables::stage_in_block(tq_tables::midpoints(p.bits), (1 << p.bits) - 1, midpoints);
+  tq_tables::fill_code_buckets(p.bits, buckets);
+  __syncthreads();
   const int lane = lane_index();
   for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
     float v[warp_row::kPerLane<D>];
     warp_row::load_lane_values(p.values.row(r), p.values_dtype, p.vectorised, lane, v);
     warp_row::rotate_forward<D>(v, lane);
-    warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, midpoints, scratch[warp_index()],
+    warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, buckets, scratch[warp_index()],
                                 lane, p.codes.row(r), reinterpret_cast<float*>(p.norms.row(r)),
                                 p.vectorised);
   }

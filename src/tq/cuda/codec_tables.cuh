@@ -1,13 +1,15 @@
 // Device copies of the TurboQuant-HB tables (tq/tables.h, tq/codec_math.h). The host constexpr
 // arrays cannot be indexed from device code; these live in global memory rather than in
 // __constant__ because lanes index them at different addresses, which the constant cache
-// would serialise. Kernels stage the table they search into shared memory.
+// would serialise. Kernels stage what they search into shared memory: the codebook for decoding,
+// a bucket table (code_buckets.h) built from the midpoints for encoding.
 #pragma once
 
 #include <array>
 #include <cstdint>
 
 #include "tq/codec_math.h"
+#include "tq/cuda/code_buckets.h"
 
 namespace turbodecode::cuda::tq_tables {
 
@@ -54,20 +56,22 @@ __device__ __forceinline__ const float* codebook(int bits) {
   }
 }
 
-// Copies `count` entries of `table` into `staged` with the lanes of one warp, then syncs the
-// warp. Tables are tiny; searching them in shared memory avoids divergent global loads.
-__device__ __forceinline__ void stage_in_warp(const float* table, int count, float* staged,
-                                              int lane) {
-  for (int i = lane; i < count; i += 32) staged[i] = table[i];
-  __syncwarp();
-}
-
-// The same with every thread of the block, then a block barrier.
+// Copies `count` entries of `table` into `staged` with every thread of the block, then a block
+// barrier. Tables are tiny; reading them from shared memory avoids divergent global loads.
 __device__ __forceinline__ void stage_in_block(const float* table, int count, float* staged) {
   for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) {
     staged[i] = table[i];
   }
   __syncthreads();
+}
+
+// Fills the bucket table of `bits`-bit codes (code_buckets.h) with the threads of the block, a
+// code each. No barrier: the caller syncs once after all its tables.
+__device__ __forceinline__ void fill_code_buckets(int bits, code_buckets::CodeBucket* table) {
+  for (int code = static_cast<int>(threadIdx.x); code < (1 << bits);
+       code += static_cast<int>(blockDim.x)) {
+    code_buckets::fill_buckets_of_code(code, midpoints(bits), bits, table);
+  }
 }
 
 }  // namespace turbodecode::cuda::tq_tables

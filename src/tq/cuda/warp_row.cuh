@@ -84,25 +84,49 @@ __device__ __forceinline__ float widen_16bit(unsigned bits, bool is_bf16) {
                  : __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-// This lane's E elements of a row of f32, f16 or bf16 values, widened to f32.
+// This lane's E elements of a row of f32, f16 or bf16 values as raw 32-bit words: one f32 per
+// word, or two 16-bit values per word in words[0, E/2) (the rest zero). Kernels that load a
+// row ahead of using it keep these, the narrowest form.
 template <int E>
-__device__ __forceinline__ void load_lane_values(const unsigned char* row, DType dtype,
-                                                 bool vectorised, int lane, float (&v)[E]) {
+__device__ __forceinline__ void load_lane_words(const unsigned char* row, DType dtype,
+                                                bool vectorised, int lane, unsigned (&words)[E]) {
   if (dtype == DType::f32) {
-    unsigned words[E];
     load_words<E>(row + lane * E * 4, vectorised, words);
+    return;
+  }
+  unsigned pairs[E / 2];
+  load_words<E / 2>(row + lane * E * 2, vectorised, pairs);
+#pragma unroll
+  for (int k = 0; k < E / 2; ++k) {
+    words[k] = pairs[k];
+    words[E / 2 + k] = 0u;
+  }
+}
+
+// The f32 values of words from load_lane_words.
+template <int E>
+__device__ __forceinline__ void widen_lane_words(const unsigned (&words)[E], DType dtype,
+                                                 float (&v)[E]) {
+  if (dtype == DType::f32) {
 #pragma unroll
     for (int r = 0; r < E; ++r) v[r] = __uint_as_float(words[r]);
     return;
   }
   const bool is_bf16 = dtype == DType::bf16;
-  unsigned words[E / 2];
-  load_words<E / 2>(row + lane * E * 2, vectorised, words);
 #pragma unroll
   for (int k = 0; k < E / 2; ++k) {
     v[2 * k] = widen_16bit(words[k] & 0xffffu, is_bf16);
     v[2 * k + 1] = widen_16bit(words[k] >> 16, is_bf16);
   }
+}
+
+// This lane's E elements of a row of f32, f16 or bf16 values, widened to f32.
+template <int E>
+__device__ __forceinline__ void load_lane_values(const unsigned char* row, DType dtype,
+                                                 bool vectorised, int lane, float (&v)[E]) {
+  unsigned words[E];
+  load_lane_words<E>(row, dtype, vectorised, lane, words);
+  widen_lane_words<E>(words, dtype, v);
 }
 
 template <int E>
@@ -144,7 +168,8 @@ __device__ __forceinline__ unsigned lane_sign_bits(int lane) {
 // The unnormalised natural-order transform, stages of stride 1, 2, ..., D/2 in that order.
 // Strides below E pair registers of one lane; larger ones pair lanes lane_stride = stride/E
 // apart, the lower lane keeping low + high and the upper one low − high, exactly
-// tq::butterfly's two results.
+// tq::butterfly's two results: one fused multiply-add by ±1 gives either, rounded once like
+// the plain sum or difference, since the product by ±1 is exact.
 template <int E>
 __device__ __forceinline__ void walsh_hadamard(float (&v)[E], int lane) {
 #pragma unroll
@@ -156,11 +181,11 @@ __device__ __forceinline__ void walsh_hadamard(float (&v)[E], int lane) {
   }
 #pragma unroll
   for (int lane_stride = 1; lane_stride < kLanes; lane_stride <<= 1) {
-    const bool is_low = (lane & lane_stride) == 0;
+    const float own_sign = (lane & lane_stride) == 0 ? 1.0f : -1.0f;
 #pragma unroll
     for (int r = 0; r < E; ++r) {
       const float other = __shfl_xor_sync(kFullMask, v[r], lane_stride);
-      v[r] = is_low ? v[r] + other : other - v[r];
+      v[r] = fmaf(own_sign, v[r], other);
     }
   }
 }
@@ -222,10 +247,12 @@ __device__ __forceinline__ void segment_sums_of_squares(const float (&y)[kPerLan
 }
 
 // Encodes this warp's rotated row y: the lane's codes go to `codes` (the row's first byte),
-// the row's norms to `norms` from lane 0. `midpoints` holds the 2^bits − 1 midpoints.
+// the row's norms to `norms` from lane 0. `buckets` is the bucket table of `bits`-bit codes
+// (tq_tables::fill_code_buckets).
 template <int D>
 __device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], int bits,
-                                               float scale_factor_d512, const float* midpoints,
+                                               float scale_factor_d512,
+                                               const code_buckets::CodeBucket* buckets,
                                                float* scratch, int lane, unsigned char* codes,
                                                float* norms, bool vectorised) {
   constexpr int E = kPerLane<D>;
@@ -246,9 +273,10 @@ __device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], in
       norms[1] = high;
     }
   }
+  const code_buckets::BucketGrid grid = code_buckets::grid_for_bits(bits);
   int code[E];
 #pragma unroll
-  for (int r = 0; r < E; ++r) code[r] = tq::code_of(y[r] * factor, midpoints, bits);
+  for (int r = 0; r < E; ++r) code[r] = code_buckets::code_in_buckets(y[r] * factor, buckets, grid);
   if (bits == 4) {
     unsigned words[E / 8] = {};
 #pragma unroll
