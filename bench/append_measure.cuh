@@ -49,8 +49,8 @@ inline std::int64_t append_bytes(const AppendCase& c) {
 
 // Times append_kv for one case. Every timed call writes other cache rows (kPositionSets sets of
 // positions, cycled) so that calls do not rewrite the same lines. Calls the CUDA backend
-// directly: the public append_kv reads the index arrays on the host (a stream sync), which
-// would time the host round trip, and cannot be captured; one public call validates first.
+// directly: outside graph capture the public append_kv reads the index arrays on the host (a
+// stream sync), which would time the host round trip; one public call validates first.
 inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, int graph_calls,
                                      cudaStream_t stream) {
   constexpr int kPositionSets = 32;

@@ -17,6 +17,10 @@
 #include "turbodecode/buffer.h"
 #include "turbodecode/kv_cache.h"
 
+#ifdef TURBODECODE_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace turbodecode {
 namespace {
 
@@ -146,23 +150,35 @@ std::vector<std::uint8_t> token_bytes(std::int64_t tokens, int head_dim, DType d
   return bytes;
 }
 
-TokenBatch make_batch(Device device, const CacheCase& c, const std::vector<std::int32_t>& slots,
-                      const std::vector<std::int32_t>& positions, bool padded, std::uint64_t seed) {
+// A batch holding given k and v bytes ([n, heads, head_stride] of c.input).
+TokenBatch batch_of(Device device, const CacheCase& c, const std::vector<std::uint8_t>& k_bytes,
+                    const std::vector<std::uint8_t>& v_bytes,
+                    const std::vector<std::int32_t>& slots,
+                    const std::vector<std::int32_t>& positions, std::int64_t head_stride) {
   const auto n = static_cast<std::int64_t>(slots.size());
-  const std::int64_t head_stride = c.head_dim + (padded ? 1 : 0);
   TokenBatch b;
-  const auto make_rows = [&](Buffer& buffer, TensorView& view, std::uint64_t s) {
-    buffer = testing::to_device(device, token_bytes(n, c.head_dim, c.input, head_stride, s));
+  const auto make_rows = [&](Buffer& buffer, TensorView& view,
+                             const std::vector<std::uint8_t>& bytes) {
+    buffer = testing::to_device(device, bytes);
     view = TensorView::contiguous(buffer.data(), c.input, {n, kKvHeads, c.head_dim}, device);
     view.strides = {kKvHeads * head_stride, head_stride, 1, 0};
   };
-  make_rows(b.k, b.k_view, seed);
-  make_rows(b.v, b.v_view, seed + 1);
+  make_rows(b.k, b.k_view, k_bytes);
+  make_rows(b.v, b.v_view, v_bytes);
   b.slots = testing::to_device(device, slots);
   b.positions = testing::to_device(device, positions);
   b.slots_view = TensorView::contiguous(b.slots.data(), DType::i32, {n}, device);
   b.positions_view = TensorView::contiguous(b.positions.data(), DType::i32, {n}, device);
   return b;
+}
+
+TokenBatch make_batch(Device device, const CacheCase& c, const std::vector<std::int32_t>& slots,
+                      const std::vector<std::int32_t>& positions, bool padded, std::uint64_t seed) {
+  const auto n = static_cast<std::int64_t>(slots.size());
+  const std::int64_t head_stride = c.head_dim + (padded ? 1 : 0);
+  return batch_of(device, c, token_bytes(n, c.head_dim, c.input, head_stride, seed),
+                  token_bytes(n, c.head_dim, c.input, head_stride, seed + 1), slots, positions,
+                  head_stride);
 }
 
 // Compares every row of every part: rows named in `targets` (slot · capacity + row) against
@@ -297,6 +313,94 @@ std::string case_name(const ::testing::TestParamInfo<CacheCase>& tested) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, KvCacheGpuTest, ::testing::ValuesIn(kCases), case_name);
+
+#ifdef TURBODECODE_WITH_CUDA
+// The bytes of the tokens listed in `keep`, from `bytes` holding bytes_per_token per token.
+std::vector<std::uint8_t> tokens_of(const std::vector<std::uint8_t>& bytes,
+                                    const std::vector<std::size_t>& keep,
+                                    std::size_t bytes_per_token) {
+  std::vector<std::uint8_t> kept;
+  for (std::size_t t : keep) {
+    kept.insert(kept.end(), bytes.begin() + static_cast<std::ptrdiff_t>(t * bytes_per_token),
+                bytes.begin() + static_cast<std::ptrdiff_t>((t + 1) * bytes_per_token));
+  }
+  return kept;
+}
+
+// append_kv captured once into a CUDA graph (no host read of the indices while capturing)
+// replays with new k, v, slot ids and positions and writes what the CPU backend writes for the
+// valid tokens; a token naming an unknown slot, a negative position or one past the linear
+// cache's capacity writes nothing, and no other row changes.
+TEST(KvCacheGpuGraph, CapturedAppendReplaysWithNewIndices) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const CacheCase c{256, RowFormat::f16, RowFormat::tq8, LayerKind::linear, DType::bf16};
+  KvCache cpu(config_of(c, Device::cpu));
+  KvCache gpu(config_of(c, Device::cuda));
+  const auto background = background_of(gpu.view(), false, seed);
+  fill(cpu.view(), background);
+  fill(gpu.view(), background);
+  const std::vector<Round> replays = {{{0, 1, 2, 0}, {0, 0, 0, 1}},
+                                      {{2, 0, 1, 1}, {1, 2, 1, 2}},
+                                      {{1, kSlots + 4, 0, 2}, {3, 2, kCapacity, -1}}};
+  const auto n = static_cast<std::int64_t>(replays[0].slots.size());
+  const std::size_t token_bytes_each = kKvHeads * c.head_dim * dtype_bytes(c.input);
+
+  cudaStream_t raw = nullptr;
+  // A blocking stream: it orders after the legacy-stream copies into the batch buffers.
+  ASSERT_EQ(cudaStreamCreate(&raw), cudaSuccess);
+  TokenBatch device =
+      make_batch(Device::cuda, c, replays[0].slots, replays[0].positions, false, seed);
+  // First use outside capture, as a server warms up (module loading, launch set-up); the
+  // CPU cache gets the same append.
+  TokenBatch warm_up =
+      make_batch(Device::cpu, c, replays[0].slots, replays[0].positions, false, seed);
+  append_kv(gpu.view(), device.k_view, device.v_view, device.slots_view, device.positions_view,
+            Stream{raw});
+  append_kv(cpu.view(), warm_up.k_view, warm_up.v_view, warm_up.slots_view, warm_up.positions_view);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(raw, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  append_kv(gpu.view(), device.k_view, device.v_view, device.slots_view, device.positions_view,
+            Stream{raw});
+  ASSERT_EQ(cudaStreamEndCapture(raw, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  std::set<std::int64_t> targets;
+  for (std::size_t r = 0; r < replays.size(); ++r) {
+    const Round& round = replays[r];
+    const std::uint64_t batch_seed = seed + 10 * (r + 1);
+    const auto k_bytes = token_bytes(n, c.head_dim, c.input, c.head_dim, batch_seed);
+    const auto v_bytes = token_bytes(n, c.head_dim, c.input, c.head_dim, batch_seed + 1);
+    device.k.copy_from_host(k_bytes.data(), static_cast<std::int64_t>(k_bytes.size()));
+    device.v.copy_from_host(v_bytes.data(), static_cast<std::int64_t>(v_bytes.size()));
+    device.slots.copy_from_host(round.slots.data(), 4 * n);
+    device.positions.copy_from_host(round.positions.data(), 4 * n);
+    ASSERT_EQ(cudaGraphLaunch(exec, raw), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(raw), cudaSuccess);
+
+    Round valid;
+    std::vector<std::size_t> keep;
+    for (std::size_t t = 0; t < round.slots.size(); ++t) {
+      const std::int32_t slot = round.slots[t], position = round.positions[t];
+      if (slot >= kSlots || position < 0 || position >= kCapacity) continue;
+      keep.push_back(t);
+      valid.slots.push_back(slot);
+      valid.positions.push_back(position);
+      targets.insert(slot * kCapacity + position);
+    }
+    TokenBatch host = batch_of(Device::cpu, c, tokens_of(k_bytes, keep, token_bytes_each),
+                               tokens_of(v_bytes, keep, token_bytes_each), valid.slots,
+                               valid.positions, c.head_dim);
+    append_kv(cpu.view(), host.k_view, host.v_view, host.slots_view, host.positions_view);
+  }
+  expect_cache_matches(cpu.view(), gpu.view(), background, targets);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(raw);
+}
+#endif
 
 // A small append of each kernel variant, for compute-sanitizer's racecheck and synccheck.
 TEST(KvCacheGpuSanitizer, SmallAppends) {

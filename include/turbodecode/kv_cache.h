@@ -58,6 +58,12 @@ class KvCache {
 // the cache's device. Touches only the named rows. Rejects a position a linear cache cannot
 // hold, an unknown slot, and two tokens naming the same row (index arrays are read on the
 // host to check them; on CUDA that synchronises the stream).
+// Graph mode: while `stream` is being captured into a CUDA graph the index arrays are not
+// read (their values at replay are what counts), so the call can be captured once and
+// replayed with new slot_ids and positions. Shapes, formats and pointers are still checked.
+// At replay the kernel guards every index: a token whose slot is unknown, whose position is
+// negative, or whose position a linear cache cannot hold writes nothing. Two tokens naming the
+// same row are then the caller's to avoid: that row's contents are unspecified.
 void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& v,
                const TensorView& slot_ids, const TensorView& positions, Stream stream = {});
 
