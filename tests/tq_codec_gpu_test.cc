@@ -210,13 +210,38 @@ TEST_P(CodecGpuTest, DecodeMatchesCpuBitwise) {
   expect_same_rows(bytes_of(y_cpu), bytes_of(y), s.x, p.head_dim, 0xFF);
 }
 
-// Only f32 rows rotate; the input type parameter is unused, so run it for f32 only.
-TEST_P(CodecGpuTest, RotateMatchesCpuBitwise) {
-  if (input_type() != DType::f32 || params().format != RowFormat::tq8) GTEST_SKIP();
+std::string case_name(
+    const ::testing::TestParamInfo<std::tuple<int, RowFormat, DType, Layout>>& info) {
+  const auto [head_dim, format, dtype, layout] = info.param;
+  std::string name = "D";
+  name += std::to_string(head_dim);
+  for (const char* part : {"_", format_name(format), "_", dtype_name(dtype),
+                           layout == Layout::packed ? "_packed" : "_padded"}) {
+    name += part;
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCombinations, CodecGpuTest,
+                         ::testing::Combine(::testing::ValuesIn(kHeadDims),
+                                            ::testing::ValuesIn(kFormats),
+                                            ::testing::ValuesIn(kInputTypes),
+                                            ::testing::Values(Layout::packed, Layout::padded)),
+                         case_name);
+
+// Rotation has no format or input type: its own suite over head dims and layouts.
+class RotationGpuTest : public ::testing::TestWithParam<std::tuple<int, Layout>> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(RotationGpuTest, MatchesCpuBitwise) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const int d = params().head_dim;
-  const std::int64_t stride = strides_for(layout(), params()).x;
+  const auto [d, layout] = GetParam();
+  const std::int64_t stride = strides_for(layout, CodecParams{d, RowFormat::tq8, 1.0f}).x;
   const auto x_bytes = stored_values(mixed_rows(kRows, d, seed), d, DType::f32, stride);
   for (bool inverse : {false, true}) {
     for (bool in_place : {false, true}) {
@@ -243,24 +268,19 @@ TEST_P(CodecGpuTest, RotateMatchesCpuBitwise) {
   }
 }
 
-std::string case_name(
-    const ::testing::TestParamInfo<std::tuple<int, RowFormat, DType, Layout>>& info) {
-  const auto [head_dim, format, dtype, layout] = info.param;
+std::string rotation_case_name(const ::testing::TestParamInfo<std::tuple<int, Layout>>& tested) {
+  const int head_dim = std::get<0>(tested.param);
+  const bool packed = std::get<1>(tested.param) == Layout::packed;
   std::string name = "D";
   name += std::to_string(head_dim);
-  for (const char* part : {"_", format_name(format), "_", dtype_name(dtype),
-                           layout == Layout::packed ? "_packed" : "_padded"}) {
-    name += part;
-  }
+  name += packed ? "_packed" : "_padded";
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCombinations, CodecGpuTest,
+INSTANTIATE_TEST_SUITE_P(HeadDimsAndLayouts, RotationGpuTest,
                          ::testing::Combine(::testing::ValuesIn(kHeadDims),
-                                            ::testing::ValuesIn(kFormats),
-                                            ::testing::ValuesIn(kInputTypes),
                                             ::testing::Values(Layout::packed, Layout::padded)),
-                         case_name);
+                         rotation_case_name);
 
 double min_round_trip_cosine(RowFormat format) {
   switch (format) {
