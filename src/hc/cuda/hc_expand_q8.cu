@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
        t0 += static_cast<std::int64_t>(gridDim.y) * kQ8TileTokens) {
     const std::int64_t left = mv.tokens - t0;
     const int tokens = left < kQ8TileTokens ? static_cast<int>(left) : kQ8TileTokens;
+    prefetch_expand_inputs(ex, t0, d);
     float dots[kQ8TileTokens];
     q8_warp_row_dots(mv.weight + d * mv.row_stride_bytes, mv.input + t0 * mv.input_stride,
                      mv.input_stride, tokens, mv.cols, stages[warp], dots);

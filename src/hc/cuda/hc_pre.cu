@@ -175,10 +175,6 @@ __device__ void write_mix_rows(const hc::NormMixArgs& a, std::int64_t t0, int ro
   __syncthreads();
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
-}
-
 // Pulls what only the last block reads (the norm weight, split's scale and base) into L2 while
 // the partials are computed, one 128-byte line per thread, so the last block does not wait on
 // DRAM for them.
