@@ -123,8 +123,8 @@ __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& 
 inline constexpr int kSplitStride = hc_mix_width(kMaxHcStreams);
 
 // split of rows t0 .. t0 + rows (rows ≤ kRowThreads), thread r computing row r from mix row
-// mix + r·mix_stride into shared split_rows + r·kSplitStride, all rows at once; the whole block
-// then copies them to the split output. Ends synchronised.
+// mix + r·mix_stride into shared split_rows + r·kSplitStride, all rows at once; after a block
+// barrier (split_rows is then readable by every thread) the block copies them to the output.
 __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, const float* mix,
                                                  std::int64_t mix_stride, std::int64_t t0, int rows,
                                                  float* split_rows) {
