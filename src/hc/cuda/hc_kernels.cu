@@ -10,7 +10,7 @@ namespace turbodecode::cuda {
 namespace {
 
 constexpr int kSplitThreads = 128;
-constexpr int kExpandThreads = 256;
+constexpr int kElementThreads = 256;
 // Rows on the grid's y axis, looped when T exceeds the grid limit.
 constexpr std::int64_t kMaxGridY = 65535;
 
@@ -31,8 +31,8 @@ __global__ void split_kernel(const hc::SplitArgs args) {
 // One thread per (t, d): a row's elements are independent, so a row spreads over many blocks
 // (at T = 1 one block per row would be latency-bound).
 template <int kFixedN>
-__global__ void __launch_bounds__(kExpandThreads) collapse_kernel(const hc::CollapseArgs args) {
-  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x;
+__global__ void __launch_bounds__(kElementThreads) collapse_kernel(const hc::CollapseArgs args) {
+  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kElementThreads + threadIdx.x;
   if (d >= args.embd) return;
   for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
     float pre[kFixedN > 0 ? kFixedN : kMaxHcStreams];
@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 template <int kFixedN>
-__global__ void __launch_bounds__(kExpandThreads) expand_kernel(const hc::ExpandArgs args) {
-  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x;
+__global__ void __launch_bounds__(kElementThreads) expand_kernel(const hc::ExpandArgs args) {
+  const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kElementThreads + threadIdx.x;
   if (d >= args.embd) return;
   for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
     const float* add = args.add.data != nullptr ? args.add.row(t) : nullptr;
@@ -78,10 +78,11 @@ __global__ void __launch_bounds__(kExpandThreads) expand_kernel(const hc::Expand
 // The same per-element math on four consecutive elements per thread with 16-byte accesses
 // (when every row and stream start is 16-byte aligned): a quarter of the instructions.
 template <int kFixedN>
-__global__ void __launch_bounds__(kExpandThreads) expand4_kernel(const hc::ExpandArgs args) {
+__global__ void __launch_bounds__(kElementThreads) expand4_kernel(const hc::ExpandArgs args) {
   constexpr int kSlots = kFixedN > 0 ? kFixedN : kMaxHcStreams;
   const int n = kFixedN > 0 ? kFixedN : args.n_hc;
-  const std::int64_t d = 4 * (static_cast<std::int64_t>(blockIdx.x) * kExpandThreads + threadIdx.x);
+  const std::int64_t d =
+      4 * (static_cast<std::int64_t>(blockIdx.x) * kElementThreads + threadIdx.x);
   if (d >= args.embd) return;
   for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
     float4 x[kSlots];
@@ -142,11 +143,11 @@ void hc_split(const hc::SplitArgs& args, Stream stream) {
 }
 
 void hc_collapse(const hc::CollapseArgs& args, Stream stream) {
-  const dim3 grid(blocks_for(args.embd, kExpandThreads), grid_rows(args.rows));
+  const dim3 grid(blocks_for(args.embd, kElementThreads), grid_rows(args.rows));
   if (args.n_hc == 4) {
-    collapse_kernel<4><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+    collapse_kernel<4><<<grid, kElementThreads, 0, native(stream)>>>(args);
   } else {
-    collapse_kernel<0><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+    collapse_kernel<0><<<grid, kElementThreads, 0, native(stream)>>>(args);
   }
   TD_CUDA_CHECK_LAUNCH("collapse_kernel");
 }
@@ -163,20 +164,20 @@ void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream) {
 
 void hc_expand(const hc::ExpandArgs& args, Stream stream) {
   if (expand_vectorisable(args)) {
-    const dim3 grid(blocks_for((args.embd + 3) / 4, kExpandThreads), grid_rows(args.rows));
+    const dim3 grid(blocks_for((args.embd + 3) / 4, kElementThreads), grid_rows(args.rows));
     if (args.n_hc == 4) {
-      expand4_kernel<4><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+      expand4_kernel<4><<<grid, kElementThreads, 0, native(stream)>>>(args);
     } else {
-      expand4_kernel<0><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+      expand4_kernel<0><<<grid, kElementThreads, 0, native(stream)>>>(args);
     }
     TD_CUDA_CHECK_LAUNCH("expand4_kernel");
     return;
   }
-  const dim3 grid(blocks_for(args.embd, kExpandThreads), grid_rows(args.rows));
+  const dim3 grid(blocks_for(args.embd, kElementThreads), grid_rows(args.rows));
   if (args.n_hc == 4) {
-    expand_kernel<4><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+    expand_kernel<4><<<grid, kElementThreads, 0, native(stream)>>>(args);
   } else {
-    expand_kernel<0><<<grid, kExpandThreads, 0, native(stream)>>>(args);
+    expand_kernel<0><<<grid, kElementThreads, 0, native(stream)>>>(args);
   }
   TD_CUDA_CHECK_LAUNCH("expand_kernel");
 }
