@@ -16,7 +16,7 @@ namespace turbodecode::cuda {
 
 namespace {
 
-constexpr int kParts = 2;  // K and V
+constexpr int kParts = 2;  // K and V: bucket tables [0] and [1]
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * warp_row::kLanes;
 constexpr int kF16Bits = 16;
@@ -76,53 +76,68 @@ __device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, std::i
   return position < p.capacity ? position : -1;
 }
 
-// A row whose loads were issued: the lane's input words and the token's raw indices, used
-// only when the row is written, so the loads complete while the warp writes another row.
-template <int D>
-struct PendingRow {
-  unsigned words[warp_row::kPerLane<D>];
+// Where a (token, head) row goes: the token's slot and position as loaded. The cache row is
+// decided only when the row is written, so these loads complete meanwhile.
+struct RowTarget {
   int token, head;
   int slot, position;
-  bool is_v;
 };
 
-template <int D>
-__device__ __forceinline__ PendingRow<D> fetch_row(const AppendLaunch& p, int row, bool is_v,
-                                                   int lane) {
-  PendingRow<D> r;
-  r.is_v = is_v;
-  r.token = row / p.n_kv_heads;
-  r.head = row % p.n_kv_heads;
-  r.slot = p.slot_ids[r.token * p.slot_id_stride];
-  r.position = p.positions[r.token * p.position_stride];
-  const TokenRows input = is_v ? p.v_in : p.k_in;
-  warp_row::load_lane_words(input.row(r.token, r.head), input.dtype, p.vectorised, lane, r.words);
-  return r;
+__device__ __forceinline__ RowTarget locate(const AppendLaunch& p, int row) {
+  RowTarget t;
+  t.token = row / p.n_kv_heads;
+  t.head = row % p.n_kv_heads;
+  t.slot = p.slot_ids[t.token * p.slot_id_stride];
+  t.position = p.positions[t.token * p.position_stride];
+  return t;
 }
 
-template <int D>
-__device__ __forceinline__ void write_row(const AppendLaunch& p, const PendingRow<D>& r,
+// The lane's share of one input row, loaded ahead of its use (warp_row::load_lane_words): D/32
+// words when an input is f32, half as many when both are 16-bit, so that the rows in flight
+// cost fewer registers.
+template <int D, bool kWide>
+struct LaneWords {
+  static constexpr int kCount = kWide ? warp_row::kPerLane<D> : warp_row::kPerLane<D> / 2;
+  unsigned words[kCount];
+};
+
+template <int D, bool kWide>
+__device__ __forceinline__ LaneWords<D, kWide> fetch_words(const TokenRows& input,
+                                                           const RowTarget& t, bool vectorised,
+                                                           int lane) {
+  LaneWords<D, kWide> w;
+  warp_row::load_lane_words<warp_row::kPerLane<D>>(input.row(t.token, t.head), input.dtype,
+                                                   vectorised, lane, w.words);
+  return w;
+}
+
+// Writes one K or V row: F16, or TurboQuant-HB codes with norms (`buckets`: that format's
+// table). Nothing when the target names no row of the cache.
+template <int D, bool kWide>
+__device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget& t,
+                                          const LaneWords<D, kWide>& in, DType dtype,
+                                          const CacheRows& cache,
                                           const code_buckets::CodeBucket* buckets, float* scratch,
                                           int lane) {
-  const std::int64_t cache_row = target_row(p, r.slot, r.position);
+  const std::int64_t cache_row = target_row(p, t.slot, t.position);
   if (cache_row < 0) return;
-  const DType dtype = r.is_v ? p.v_in.dtype : p.k_in.dtype;
-  const CacheRows cache = r.is_v ? p.v_cache : p.k_cache;
   float v[warp_row::kPerLane<D>];
-  warp_row::widen_lane_words(r.words, dtype, v);
-  unsigned char* destination = cache.row(r.slot, r.head, cache_row);
+  warp_row::widen_lane_words(in.words, dtype, v);
+  unsigned char* destination = cache.row(t.slot, t.head, cache_row);
   if (cache.bits == kF16Bits) {
     warp_row::store_lane_f16(v, destination, lane, p.vectorised);
     return;
   }
   warp_row::rotate_forward<D>(v, lane);
   warp_row::encode_rotated<D>(v, cache.bits, p.scale_factor_d512, buckets, scratch, lane,
-                              destination, cache.row_norms(r.slot, r.head, cache_row),
+                              destination, cache.row_norms(t.slot, t.head, cache_row),
                               p.vectorised);
 }
 
-// Item i of a warp is row first + (i / 2) · warps: its V row when i is even, its K row when odd.
-template <int D>
+// A warp's rows are first, first + warps, ...; for each it writes the V row, then the K row.
+// The next row's V input is loaded before the current V row is written, its K input before
+// the current K row is written: two loads in flight while the warp computes.
+template <int D, bool kWide>
 __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch p) {
   __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kWarps][D];
@@ -130,17 +145,26 @@ __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch 
   const int lane = static_cast<int>(threadIdx.x) % warp_row::kLanes;
   const int warps = static_cast<int>(gridDim.x) * kWarps;
   const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
-  const int items = first < p.rows ? 2 * ((p.rows - 1 - first) / warps + 1) : 0;
-  PendingRow<D> next{};
-  if (items > 0) next = fetch_row<D>(p, first, true, lane);
+  RowTarget next{};
+  LaneWords<D, kWide> v_next{}, k_next{};
+  if (first < p.rows) {
+    next = locate(p, first);
+    v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
+    k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
+  }
   if (p.k_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.k_cache.bits, buckets[0]);
   if (p.v_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.v_cache.bits, buckets[1]);
   __syncthreads();
-  for (int i = 0; i < items; ++i) {
-    const PendingRow<D> current = next;
-    if (i + 1 < items)
-      next = fetch_row<D>(p, first + ((i + 1) / 2) * warps, (i + 1) % 2 == 0, lane);
-    write_row<D>(p, current, buckets[current.is_v ? 1 : 0], scratch[warp], lane);
+  for (int row = first; row < p.rows; row += warps) {
+    const bool more = row + warps < p.rows;
+    const RowTarget target = next;
+    if (more) next = locate(p, row + warps);
+    const LaneWords<D, kWide> v_words = v_next;
+    if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
+    write_row<D>(p, target, v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane);
+    const LaneWords<D, kWide> k_words = k_next;
+    if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
+    write_row<D>(p, target, k_words, p.k_in.dtype, p.k_cache, buckets[0], scratch[warp], lane);
   }
 }
 
@@ -169,20 +193,29 @@ CacheRows cache_rows(const TensorView& rows, const TensorView& norms, RowFormat 
 }
 
 // One wave of resident blocks, fewer when the batch has fewer rows than the wave has warps.
-template <int D>
+template <int D, bool kWide>
 void launch_append(const AppendLaunch& p, cudaStream_t stream) {
   // Occupancy depends only on the kernel and the device model: computed once.
   static const int resident_per_sm = [] {
     int blocks = 0;
-    TD_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, append_kv_kernel<D>, kThreads, 0));
+    TD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, append_kv_kernel<D, kWide>,
+                                                                kThreads, 0));
     return blocks > 0 ? blocks : 1;
   }();
   const std::int64_t wanted = (std::int64_t{p.rows} + kWarps - 1) / kWarps;
   const std::int64_t wave = std::int64_t{resident_per_sm} * sm_count();
   const auto blocks = static_cast<unsigned>(wanted < wave ? wanted : wave);
-  append_kv_kernel<D><<<blocks, kThreads, 0, stream>>>(p);
+  append_kv_kernel<D, kWide><<<blocks, kThreads, 0, stream>>>(p);
   TD_CUDA_CHECK_LAUNCH("append_kv_kernel");
+}
+
+template <int D>
+void launch_append(const AppendLaunch& p, cudaStream_t stream) {
+  if (p.k_in.dtype == DType::f32 || p.v_in.dtype == DType::f32) {
+    launch_append<D, true>(p, stream);
+  } else {
+    launch_append<D, false>(p, stream);
+  }
 }
 
 }  // namespace

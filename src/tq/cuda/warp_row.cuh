@@ -84,33 +84,39 @@ __device__ __forceinline__ float widen_16bit(unsigned bits, bool is_bf16) {
                  : __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-// This lane's E elements of a row of f32, f16 or bf16 values as raw 32-bit words: one f32 per
-// word, or two 16-bit values per word in words[0, E/2) (the rest zero). Kernels that load a
-// row ahead of using it keep these, the narrowest form.
-template <int E>
+// This lane's E elements of a row of f32, f16 or bf16 values as W raw 32-bit words. W = E: one
+// f32 per word, or two 16-bit values per word in words[0, E/2) (the rest zero). W = E/2 serves
+// f16 and bf16 rows only, two values per word. Kernels that load rows ahead of using them keep
+// these, the narrowest form.
+template <int E, int W>
 __device__ __forceinline__ void load_lane_words(const unsigned char* row, DType dtype,
-                                                bool vectorised, int lane, unsigned (&words)[E]) {
-  if (dtype == DType::f32) {
-    load_words<E>(row + lane * E * 4, vectorised, words);
-    return;
+                                                bool vectorised, int lane, unsigned (&words)[W]) {
+  static_assert(W == E || 2 * W == E, "a word holds one f32 or two 16-bit values");
+  if constexpr (W == E) {
+    if (dtype == DType::f32) {
+      load_words<E>(row + lane * E * 4, vectorised, words);
+      return;
+    }
   }
   unsigned pairs[E / 2];
   load_words<E / 2>(row + lane * E * 2, vectorised, pairs);
 #pragma unroll
   for (int k = 0; k < E / 2; ++k) {
     words[k] = pairs[k];
-    words[E / 2 + k] = 0u;
+    if constexpr (W == E) words[E / 2 + k] = 0u;
   }
 }
 
 // The f32 values of words from load_lane_words.
-template <int E>
-__device__ __forceinline__ void widen_lane_words(const unsigned (&words)[E], DType dtype,
+template <int E, int W>
+__device__ __forceinline__ void widen_lane_words(const unsigned (&words)[W], DType dtype,
                                                  float (&v)[E]) {
-  if (dtype == DType::f32) {
+  if constexpr (W == E) {
+    if (dtype == DType::f32) {
 #pragma unroll
-    for (int r = 0; r < E; ++r) v[r] = __uint_as_float(words[r]);
-    return;
+      for (int r = 0; r < E; ++r) v[r] = __uint_as_float(words[r]);
+      return;
+    }
   }
   const bool is_bf16 = dtype == DType::bf16;
 #pragma unroll
@@ -125,8 +131,8 @@ template <int E>
 __device__ __forceinline__ void load_lane_values(const unsigned char* row, DType dtype,
                                                  bool vectorised, int lane, float (&v)[E]) {
   unsigned words[E];
-  load_lane_words<E>(row, dtype, vectorised, lane, words);
-  widen_lane_words<E>(words, dtype, v);
+  load_lane_words<E, E>(row, dtype, vectorised, lane, words);
+  widen_lane_words<E, E>(words, dtype, v);
 }
 
 template <int E>
