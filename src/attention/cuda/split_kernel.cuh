@@ -333,6 +333,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   stage_block_inputs<D, kHeads, KC, VC>(p, query, first_head, heads_here, shared);
 
   const LaneSlice slice(D, static_cast<int>(threadIdx.x));
+  // Copies q into registers: q may live in the last stage, which the first tile refills.
   const TileScorer<D, kHeads, KC, VC> scorer(reinterpret_cast<const float*>(shared + s.q_offset),
                                              slice);
   float o[kHeads][E];

@@ -85,8 +85,13 @@ struct SplitShape {
     stage_k_norms = stage_v + tile * v_row_bytes;
     stage_v_norms = stage_k_norms + tile * k_norm_bytes;
     stage_bytes = stage_v_norms + tile * v_norm_bytes;
-    q_offset = stages * stage_bytes;
-    partial_offset = q_offset + heads * d * 4;
+    // The scorers copy the query rows into registers before the pipeline's first barrier,
+    // and the last stage is first refilled after it (the prologue fills the others), so the
+    // rows live in that stage when they fit: 16 KB less at D 512 with 8 heads, which lets
+    // two blocks share an SM where F16 V left room for one.
+    const bool q_in_last_stage = heads * d * 4 <= stage_bytes;
+    q_offset = (q_in_last_stage ? stages - 1 : stages) * stage_bytes;
+    partial_offset = stages * stage_bytes + (q_in_last_stage ? 0 : heads * d * 4);
     weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
     rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
