@@ -46,11 +46,11 @@ std::string case_label(const CacheCase& c) {
   return label;
 }
 
-KvCacheConfig config_of(const CacheCase& c, Device device) {
+KvCacheConfig config_of(const CacheCase& c, Device device, std::int64_t capacity = kCapacity) {
   KvCacheConfig config;
   config.slots = kSlots;
   config.n_kv_heads = kKvHeads;
-  config.capacity = kCapacity;
+  config.capacity = capacity;
   config.head_dim = c.head_dim;
   config.kind = c.kind;
   config.k_format = c.k_format;
@@ -188,6 +188,7 @@ void expect_cache_matches(const KvCacheView& cpu, const KvCacheView& gpu,
                           const std::set<std::int64_t>& targets) {
   const auto cpu_parts = parts_of(cpu);
   const auto gpu_parts = parts_of(gpu);
+  const std::int64_t capacity = gpu.config.capacity;
   for (std::size_t p = 0; p < gpu_parts.size(); ++p) {
     SCOPED_TRACE("cache part " + std::to_string(p));
     const CachePart& part = gpu_parts[p];
@@ -198,8 +199,8 @@ void expect_cache_matches(const KvCacheView& cpu, const KvCacheView& gpu,
     testing::CodeAgreement codes;
     std::int64_t other_rows_changed = 0, rows_differing = 0;
     for (std::int64_t i = 0; i < rows; ++i) {
-      const std::int64_t slot = i / (kKvHeads * kCapacity);
-      const std::int64_t target = slot * kCapacity + i % kCapacity;
+      const std::int64_t slot = i / (kKvHeads * capacity);
+      const std::int64_t target = slot * capacity + i % capacity;
       const std::uint8_t* g = got.data() + i * row_bytes;
       const std::uint8_t* w = want.data() + i * row_bytes;
       if (!targets.count(target)) {
@@ -313,6 +314,35 @@ std::string case_name(const ::testing::TestParamInfo<CacheCase>& tested) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, KvCacheGpuTest, ::testing::ValuesIn(kCases), case_name);
+
+// Batches with more rows than a wave of the append kernel has warps, so warps write several
+// rows each with the next ones' loads in flight: 3 slots × 2048 positions × 2 KV heads.
+TEST_P(KvCacheGpuTest, LargeAppendMatchesCpu) {
+  const CacheCase& c = GetParam();
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(case_label(c) + ", seed " + std::to_string(seed));
+  constexpr std::int64_t capacity = 2048;
+  KvCache cpu(config_of(c, Device::cpu, capacity));
+  KvCache gpu(config_of(c, Device::cuda, capacity));
+  const auto background = background_of(gpu.view(), false, seed);
+  fill(cpu.view(), background);
+  fill(gpu.view(), background);
+  // Ring layers take positions of the cache's second lap, so the rows wrap.
+  const std::int32_t lap = c.kind == LayerKind::ring ? capacity : 0;
+  std::vector<std::int32_t> slots, positions;
+  std::set<std::int64_t> targets;
+  for (std::int32_t t = 0; t < kSlots * capacity; ++t) {
+    slots.push_back(t % kSlots);
+    positions.push_back(lap + t / kSlots);
+    targets.insert((t % kSlots) * capacity + t / kSlots);
+  }
+  TokenBatch on_cpu = make_batch(Device::cpu, c, slots, positions, false, seed);
+  TokenBatch on_gpu = make_batch(Device::cuda, c, slots, positions, false, seed);
+  append_kv(cpu.view(), on_cpu.k_view, on_cpu.v_view, on_cpu.slots_view, on_cpu.positions_view);
+  append_kv(gpu.view(), on_gpu.k_view, on_gpu.v_view, on_gpu.slots_view, on_gpu.positions_view);
+  synchronize();
+  expect_cache_matches(cpu.view(), gpu.view(), background, targets);
+}
 
 #ifdef TURBODECODE_WITH_CUDA
 // The bytes of the tokens listed in `keep`, from `bytes` holding bytes_per_token per token.
