@@ -1,14 +1,16 @@
 // TQ codebooks staged in shared memory for the split kernel, and how a thread turns a code
-// into its codebook value. Two layouts:
+// into its codebook value. Three layouts:
 //   PlainCodebook: entry c at word c. Lanes with random 8-bit codes hit random banks (entries
 //     c and c + 32 share one), about 3-4-way conflicts per lookup; fine for the K side of the
 //     all-quantized variant and for 4-bit codes (16 entries, one bank each: no conflicts).
-//   LaneMirroredCodebook (V rows of one byte per code): one copy of the table per bank, entry j
-//     of lane l at word j·32 + l, so every lane reads its own bank whatever its code. The
-//     codebooks are symmetric (c[N−1−i] = −c[i], exactly: checked below), so only the lower
-//     half is kept: 128 entries × 32 banks × 4 B = 16 KB instead of 32 KB, which keeps the
-//     F16-K instances at their blocks per SM. A code of the upper half reads the mirrored
-//     entry N−1−c and flips the sign bit: exact, no rounding.
+//   LaneCodebook (V rows of one byte per code): one copy of the table per bank, entry c of
+//     lane l at word c·32 + l, so every lane reads its own bank whatever its code: 256 × 32 ×
+//     4 B = 32 KB.
+//   LaneMirroredCodebook: the same for the lower half only (16 KB), for instances where 32 KB
+//     would cost a block per SM. The codebooks are symmetric (c[N−1−i] = −c[i], exactly:
+//     checked below), so an upper code reads entry N−1−c and flips the sign bit: exact, at
+//     about five more integer instructions per lookup.
+// SplitShape (split_shape.cuh) picks between the two replicated layouts per instance.
 #pragma once
 
 #include <cstddef>
@@ -19,12 +21,11 @@
 
 namespace turbodecode::cuda::decode {
 
-// Largest codebook (8-bit) in the plain layout.
+// Largest codebook (8-bit), and the banks a replicated table is spread over.
 inline constexpr int kCodebookEntries = 256;
-// Entries of the lower half of the largest one-byte codebook, and the lanes (banks) it is
-// replicated over.
-inline constexpr int kMirroredEntries = kCodebookEntries / 2;
 inline constexpr int kBanks = 32;
+// Entries of the lower half of the largest one-byte codebook.
+inline constexpr int kMirroredEntries = kCodebookEntries / 2;
 
 template <class Table>
 constexpr bool mirror_symmetric(const Table& table) {
@@ -37,13 +38,17 @@ static_assert(mirror_symmetric(tq::kCodebook5bit) && mirror_symmetric(tq::kCodeb
                   mirror_symmetric(tq::kCodebook8bit),
               "LaneMirroredCodebook needs codebooks with c[N-1-i] == -c[i]");
 
-// Shared-memory bytes of the staged codebook a V codec decodes with (0: none).
-__host__ __device__ constexpr int v_codebook_bytes(RowCodec codec) {
-  switch (codec) {
-    case RowCodec::tq_byte:
-      return kMirroredEntries * kBanks * 4;
-    case RowCodec::tq_nibble:
+// How the split kernel looks V codes up.
+enum class VLookup : int { none, plain, lane, lane_mirrored };
+
+__host__ __device__ constexpr int codebook_bytes(VLookup lookup) {
+  switch (lookup) {
+    case VLookup::plain:
       return kCodebookEntries * 4;
+    case VLookup::lane:
+      return kCodebookEntries * kBanks * 4;
+    case VLookup::lane_mirrored:
+      return kMirroredEntries * kBanks * 4;
     default:
       return 0;
   }
@@ -53,6 +58,15 @@ struct PlainCodebook {
   const float* table;
 
   __device__ float operator()(unsigned code) const { return table[code]; }
+};
+
+struct LaneCodebook {
+  const float* lane_table;  // the table plus this lane's bank
+
+  __device__ LaneCodebook(const float* table, int /*bits*/, int lane) : lane_table(table + lane) {}
+
+  // Codes arrive masked to 8 bits; entries past the codebook read as 0.
+  __device__ float operator()(unsigned code) const { return lane_table[code * kBanks]; }
 };
 
 struct LaneMirroredCodebook {
@@ -83,16 +97,20 @@ __device__ __forceinline__ void stage_plain_codebook(float* table, int bits) {
   }
 }
 
-// Stages the lower half of the `bits`-wide codebook once per bank (LaneMirroredCodebook); needs
-// one thread per half-table entry and a block barrier before use. Each thread writes its entry
-// to the banks in an order rotated by its lane, so a warp's 32 stores hit 32 banks.
-__device__ __forceinline__ void stage_lane_mirrored_codebook(float* table, int bits) {
-  const int entry = static_cast<int>(threadIdx.x);
-  if (entry >= kMirroredEntries) return;
-  const float value = entry < (1 << (bits - 1)) ? tq_tables::codebook(bits)[entry] : 0.0f;
-  const int lane = entry % kBanks;
+// Stages the first `entries` entries of the `bits`-wide codebook once per bank (LaneCodebook:
+// all 256, LaneMirroredCodebook: the lower 128); entries past the codebook's half or whole
+// (`mirrored`) read as 0. A thread writes an entry to the banks in an order rotated by its
+// lane, so a warp's 32 stores hit 32 banks. Needs a block barrier before use.
+__device__ __forceinline__ void stage_lane_codebook(float* table, int bits, bool mirrored) {
+  const int entries = mirrored ? kMirroredEntries : kCodebookEntries;
+  const int valid = mirrored ? 1 << (bits - 1) : 1 << bits;
+  for (int entry = static_cast<int>(threadIdx.x); entry < entries;
+       entry += static_cast<int>(blockDim.x)) {
+    const float value = entry < valid ? tq_tables::codebook(bits)[entry] : 0.0f;
+    const int lane = entry % kBanks;
 #pragma unroll
-  for (int j = 0; j < kBanks; ++j) table[entry * kBanks + (lane + j) % kBanks] = value;
+    for (int j = 0; j < kBanks; ++j) table[entry * kBanks + (lane + j) % kBanks] = value;
+  }
 }
 
 }  // namespace turbodecode::cuda::decode

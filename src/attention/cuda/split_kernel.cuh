@@ -138,10 +138,10 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
     stage_plain_codebook(reinterpret_cast<float*>(shared + s.k_codebook_offset), p.k.bits);
   }
   float* v_codebook = reinterpret_cast<float*>(shared + s.v_codebook_offset);
-  if constexpr (VC == RowCodec::tq_byte) {
-    stage_lane_mirrored_codebook(v_codebook, p.v.bits);
-  } else if constexpr (VC == RowCodec::tq_nibble) {
+  if constexpr (s.v_lookup == VLookup::plain) {
     stage_plain_codebook(v_codebook, p.v.bits);
+  } else if constexpr (s.v_lookup != VLookup::none) {
+    stage_lane_codebook(v_codebook, p.v.bits, s.v_lookup == VLookup::lane_mirrored);
   }
   if constexpr (KC != RowCodec::f16) {
     block_hadamard(q, kHeads, D);
@@ -223,14 +223,16 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
 
 // How the split kernel looks up V codes (codebook_lookup.cuh): bank-replicated for one byte
 // per code, where random 8-bit codes would otherwise conflict.
-template <RowCodec VC>
-using VCodebook = std::conditional_t<VC == RowCodec::tq_byte, LaneMirroredCodebook, PlainCodebook>;
+template <VLookup kLookup>
+using CodebookFor = std::conditional_t<
+    kLookup == VLookup::lane, LaneCodebook,
+    std::conditional_t<kLookup == VLookup::lane_mirrored, LaneMirroredCodebook, PlainCodebook>>;
 
-template <RowCodec VC>
-__device__ __forceinline__ VCodebook<VC> v_codebook_of(const float* table, int bits,
-                                                       const LaneSlice& slice) {
-  if constexpr (VC == RowCodec::tq_byte) {
-    return LaneMirroredCodebook(table, bits, slice.lane);
+template <VLookup kLookup>
+__device__ __forceinline__ CodebookFor<kLookup> v_codebook_of(const float* table, int bits,
+                                                              const LaneSlice& slice) {
+  if constexpr (kLookup == VLookup::lane || kLookup == VLookup::lane_mirrored) {
+    return CodebookFor<kLookup>(table, bits, slice.lane);
   } else {
     return PlainCodebook{table};
   }
@@ -240,10 +242,10 @@ __device__ __forceinline__ VCodebook<VC> v_codebook_of(const float* table, int b
 // the whole group. For TQ V the weights carry the row scale (store_weight), so v_t is the
 // plain codebook value.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__device__ __forceinline__ void accumulate_tile(const unsigned char* stage, const float* weights,
-                                                const float* rescale, const LaneSlice& slice,
-                                                const VCodebook<VC>& codebook,
-                                                float (&o)[kHeads][D / kSplitThreads]) {
+__device__ __forceinline__ void accumulate_tile(
+    const unsigned char* stage, const float* weights, const float* rescale, const LaneSlice& slice,
+    const CodebookFor<SplitShape(D, kHeads, KC, VC).v_lookup>& codebook,
+    float (&o)[kHeads][D / kSplitThreads]) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int E = s.lane_elements;
   constexpr int T = s.tile;
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   float m_run = -INFINITY;
   float l_run = 0.0f;
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
-  const VCodebook<VC> v_codebook = v_codebook_of<VC>(
+  const auto v_codebook = v_codebook_of<s.v_lookup>(
       reinterpret_cast<const float*>(shared + s.v_codebook_offset), p.v.bits, slice);
 
   for (int tile = 0; tile < tiles; ++tile) {

@@ -13,7 +13,14 @@ namespace turbodecode::cuda::decode {
 
 inline constexpr int kSplitWarps = 4;
 inline constexpr int kSplitThreads = kSplitWarps * 32;
-static_assert(kSplitThreads == kMirroredEntries, "one thread stages each mirrored entry");
+// Shared memory of an SM on sm_90 and what the system reserves per resident block: how the
+// V codebook layout is chosen without costing a block per SM.
+inline constexpr int kSharedBytesPerSm = 228 * 1024;
+inline constexpr int kSharedBytesReservedPerBlock = 1024;
+
+__host__ __device__ constexpr int blocks_per_sm_by_shared(int shared_bytes) {
+  return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);
+}
 
 __host__ __device__ constexpr int row_bytes_of(RowCodec codec, int head_dim) {
   return codec == RowCodec::f16 ? 2 * head_dim
@@ -29,7 +36,8 @@ struct SplitShape {
   int reduce_width;   // pairs rounded up to a warp: values each lane reduces per tile
   int stages;
   int norms_per_row;
-  int weight_sets;  // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
+  VLookup v_lookup;  // how V codes become codebook values (codebook_lookup.cuh)
+  int weight_sets;   // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   int k_row_bytes, v_row_bytes;
   int k_pitch;  // bytes between staged K rows: padded by 16 for conflict-free mma fragments
@@ -48,6 +56,9 @@ struct SplitShape {
         reduce_width(0),
         stages(3),
         norms_per_row(d == 512 ? 2 : 1),
+        v_lookup(v_codec == RowCodec::f16
+                     ? VLookup::none
+                     : (v_codec == RowCodec::tq_nibble ? VLookup::plain : VLookup::lane)),
         weight_sets(v_codec == RowCodec::f16 ? 1 : norms_per_row),
         tensor_core_scores(k_codec == RowCodec::f16),
         k_row_bytes(row_bytes_of(k_codec, d)),
@@ -96,7 +107,14 @@ struct SplitShape {
     rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
     v_codebook_offset = k_codebook_offset + (k_codec == RowCodec::f16 ? 0 : kCodebookEntries * 4);
-    shared_bytes = v_codebook_offset + v_codebook_bytes(v_codec);
+    // One-byte codes: the full per-bank table unless it costs a block per SM, then its
+    // mirrored half.
+    if (v_lookup == VLookup::lane &&
+        blocks_per_sm_by_shared(v_codebook_offset + codebook_bytes(VLookup::lane)) <
+            blocks_per_sm_by_shared(v_codebook_offset + codebook_bytes(VLookup::lane_mirrored))) {
+      v_lookup = VLookup::lane_mirrored;
+    }
+    shared_bytes = v_codebook_offset + codebook_bytes(v_lookup);
   }
 };
 
