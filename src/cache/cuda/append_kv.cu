@@ -68,12 +68,13 @@ struct AppendLaunch {
 
 // The cache row of (slot, position), or −1 when the pair names nothing the cache holds. The
 // host validates the indices except while a graph is captured; the guard keeps a bad index
-// from ever writing, and an invalid pair writes nothing.
-__device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, std::int64_t slot,
-                                                   std::int64_t position) {
+// from ever writing, and an invalid pair writes nothing. Only a ring wraps, and a position at
+// or past the capacity means the capacity fits 32 bits, so the remainder is a 32-bit one.
+__device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, int slot, int position) {
   if (slot < 0 || slot >= p.slots || position < 0) return -1;
-  if (p.ring) return position % p.capacity;
-  return position < p.capacity ? position : -1;
+  if (position < p.capacity) return position;
+  if (!p.ring) return -1;
+  return static_cast<unsigned>(position) % static_cast<unsigned>(p.capacity);
 }
 
 // Where a (token, head) row goes: the token's slot and position as loaded. The cache row is
@@ -111,16 +112,14 @@ __device__ __forceinline__ LaneWords<D, kWide> fetch_words(const TokenRows& inpu
   return w;
 }
 
-// Writes one K or V row: F16, or TurboQuant-HB codes with norms (`buckets`: that format's
-// table). Nothing when the target names no row of the cache.
+// Writes one K or V row at cache_row of the target's slot and head: F16, or TurboQuant-HB
+// codes with norms (`buckets`: that format's table).
 template <int D, bool kWide>
 __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget& t,
-                                          const LaneWords<D, kWide>& in, DType dtype,
-                                          const CacheRows& cache,
+                                          std::int64_t cache_row, const LaneWords<D, kWide>& in,
+                                          DType dtype, const CacheRows& cache,
                                           const code_buckets::CodeBucket* buckets, float* scratch,
                                           int lane) {
-  const std::int64_t cache_row = target_row(p, t.slot, t.position);
-  if (cache_row < 0) return;
   float v[warp_row::kPerLane<D>];
   warp_row::widen_lane_words(in.words, dtype, v);
   unsigned char* destination = cache.row(t.slot, t.head, cache_row);
@@ -136,7 +135,8 @@ __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget
 
 // A warp's rows are first, first + warps, ...; for each it writes the V row, then the K row.
 // The next row's V input is loaded before the current V row is written, its K input before
-// the current K row is written: two loads in flight while the warp computes.
+// the current K row is written: two loads in flight while the warp computes, and three rows of
+// words live, not four.
 template <int D, bool kWide>
 __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch p) {
   __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
@@ -158,13 +158,20 @@ __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch 
   for (int row = first; row < p.rows; row += warps) {
     const bool more = row + warps < p.rows;
     const RowTarget target = next;
+    const std::int64_t cache_row = target_row(p, target.slot, target.position);
     if (more) next = locate(p, row + warps);
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
-    write_row<D>(p, target, v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane);
+    if (cache_row >= 0) {
+      write_row<D>(p, target, cache_row, v_words, p.v_in.dtype, p.v_cache, buckets[1],
+                   scratch[warp], lane);
+    }
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
-    write_row<D>(p, target, k_words, p.k_in.dtype, p.k_cache, buckets[0], scratch[warp], lane);
+    if (cache_row >= 0) {
+      write_row<D>(p, target, cache_row, k_words, p.k_in.dtype, p.k_cache, buckets[0],
+                   scratch[warp], lane);
+    }
   }
 }
 
