@@ -9,7 +9,7 @@
 //   LaneMirroredCodebook: the same for the lower half only (16 KB), for instances where 32 KB
 //     would cost a block per SM. The codebooks are symmetric (c[N−1−i] = −c[i], exactly:
 //     checked below), so an upper code reads entry N−1−c and flips the sign bit: exact, at
-//     about five more integer instructions per lookup.
+//     about four more integer instructions per lookup.
 // SplitShape (split_shape.cuh) picks between the two replicated layouts per instance.
 #pragma once
 

@@ -51,8 +51,8 @@ __device__ __forceinline__ float decode_scale(float norm, float inverse_scale_fa
 }
 
 // The kElements consecutive values from element `first` of a staged row. TQ codes become
-// codebook(code) * scale (scale: the decode scale of the part holding `first`; codebook: a
-// lookup of codebook_lookup.cuh, unused for F16 rows).
+// codebook(code) * scale (scale: the decode scale of the part holding `first`, or 1 where the
+// caller applies it elsewhere; codebook: a lookup of codebook_lookup.cuh, unused for F16 rows).
 template <RowCodec kCodec, int kElements, class Codebook>
 __device__ __forceinline__ void row_elements(const unsigned char* row, int first,
                                              const Codebook& codebook, float scale,
