@@ -61,12 +61,20 @@ struct PlainCodebook {
 };
 
 struct LaneCodebook {
-  const float* lane_table;  // the table plus this lane's bank
+  unsigned lane_address;  // shared-memory address of this lane's bank in entry 0
 
-  __device__ LaneCodebook(const float* table, int /*bits*/, int lane) : lane_table(table + lane) {}
+  __device__ LaneCodebook(const float* table, int /*bits*/, int lane)
+      : lane_address(static_cast<unsigned>(__cvta_generic_to_shared(table + lane))) {}
 
-  // Codes arrive masked to 8 bits; entries past the codebook read as 0.
-  __device__ float operator()(unsigned code) const { return lane_table[code * kBanks]; }
+  // Codes arrive masked to 8 bits; entries past the codebook read as 0. From the lane's
+  // 32-bit shared address a lookup is shift, mask and add (generic indexing took one more
+  // instruction). Not volatile: the table is constant once staged, and the code comes from
+  // a load issued after that barrier.
+  __device__ float operator()(unsigned code) const {
+    float value;
+    asm("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(lane_address + code * (kBanks * 4)));
+    return value;
+  }
 };
 
 struct LaneMirroredCodebook {
