@@ -38,6 +38,7 @@ struct Settings {
   int reps = 30;
   int graph_calls = 8;
   std::int64_t bandwidth_bytes = std::int64_t{4} << 30;
+  std::string only;  // run only the decode shapes whose label contains this (for profiling)
 };
 
 KvCacheConfig cache_config(const DecodeShape& shape) {
@@ -258,6 +259,7 @@ int run(const Settings& settings, const std::string& json_path) {
   std::printf("%-34s %9s %9s %8s %7s\n", "decode shape", "eager us", "graph us", "GB/s", "%read");
   json decode = json::array();
   for (const DecodeShape& shape : decode_shapes(settings.quick)) {
+    if (!settings.only.empty() && shape.label().find(settings.only) == std::string::npos) continue;
     decode.push_back(guarded(shape.to_json(), [&] {
       return measure_decode(shape, settings, bw.read_stream_gbps, stream);
     }));
@@ -300,8 +302,12 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
     } else if (arg == "--list-shapes" && i + 1 < argc) {
       shapes_path = argv[++i];
+    } else if (arg == "--only" && i + 1 < argc) {
+      settings.only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json PATH] | --list-shapes PATH [--quick]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--only LABEL_PART] [--json PATH] | --list-shapes PATH "
+                   "[--quick]\n",
                    argv[0]);
       return 2;
     }
