@@ -12,43 +12,16 @@ from a torch.cuda.CUDAGraph (µs per call); inputs rotate among enough copies to
 """
 import argparse
 import json
-import statistics
 
 import torch
+
+from cuda_timing import median_event_us, median_graph_us
 
 N_HC, EMBD, SHARED = 4, 4096, 2048
 MIX = 2 * N_HC + N_HC * N_HC
 ITERS, EPS, NORM_EPS = 20, 1e-6, 1e-6
 ROTATION_BYTES = 200 << 20
 MAX_ROTATION = 16
-
-
-def median_event_us(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(reps)]
-    for start, stop in pairs:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(1000.0 * a.elapsed_time(b) for a, b in pairs)
-
-
-def median_graph_us(launch, calls, reps):
-    """Captures `calls` launches (launch(i) rotates inputs) into one graph; µs per call."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(3):  # warm up on the side stream, as torch.cuda.graphs requires
-            launch(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            launch(i)
-    return median_event_us(graph.replay, 2, reps) / calls
 
 
 # ---- the math (SPEC §3) -------------------------------------------------------------------

@@ -14,12 +14,13 @@ rotated so that ≥ 200 MB of K/V are cycled (inputs larger than L2).
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from cuda_timing import median_event_us, median_graph_us
 
 ROTATION_BYTES = 200 << 20
 MAX_ROTATION = 32
@@ -28,33 +29,6 @@ FUSED_BACKENDS = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
 }
-
-
-def median_event_us(fn, warmup, reps):
-    for _ in range(warmup):
-        fn()
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(reps)]
-    for start, stop in pairs:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(1000.0 * start.elapsed_time(stop) for start, stop in pairs)
-
-
-def median_graph_us(fn, calls, reps):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up off the capture, as PyTorch asks
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return median_event_us(graph.replay, 2, reps) / calls
 
 
 class DecodeInputs:
@@ -103,7 +77,8 @@ def time_backend(shape, name, backend, args):
                 torch.cuda.synchronize()
                 eager_us = median_event_us(step, args.warmup, args.reps)
                 try:
-                    graph_us = median_graph_us(step, max(len(inputs.copies), 8), args.reps)
+                    graph_us = median_graph_us(lambda _: step(), max(len(inputs.copies), 8),
+                                               args.reps)
                 except Exception as e:  # some backends refuse capture; eager still counts
                     graph_us, errors = None, errors + [f"graph: {e}".splitlines()[0]]
             best = min(us for us in (eager_us, graph_us) if us is not None)
