@@ -141,7 +141,7 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
   if constexpr (s.v_lookup == VLookup::plain) {
     stage_plain_codebook(v_codebook, p.v.bits);
   } else if constexpr (s.v_lookup != VLookup::none) {
-    stage_lane_codebook(v_codebook, p.v.bits, s.v_lookup == VLookup::lane_mirrored);
+    stage_lane_codebook(v_codebook, p.v.bits);
   }
   if constexpr (KC != RowCodec::f16) {
     block_hadamard(q, kHeads, D);
@@ -224,15 +224,13 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
 // How the split kernel looks up V codes (codebook_lookup.cuh): bank-replicated for one byte
 // per code, where random 8-bit codes would otherwise conflict.
 template <VLookup kLookup>
-using CodebookFor = std::conditional_t<
-    kLookup == VLookup::lane, LaneCodebook,
-    std::conditional_t<kLookup == VLookup::lane_mirrored, LaneMirroredCodebook, PlainCodebook>>;
+using CodebookFor = std::conditional_t<kLookup == VLookup::lane, LaneCodebook, PlainCodebook>;
 
 template <VLookup kLookup>
-__device__ __forceinline__ CodebookFor<kLookup> v_codebook_of(const float* table, int bits,
+__device__ __forceinline__ CodebookFor<kLookup> v_codebook_of(const float* table,
                                                               const LaneSlice& slice) {
-  if constexpr (kLookup == VLookup::lane || kLookup == VLookup::lane_mirrored) {
-    return CodebookFor<kLookup>(table, bits, slice.lane);
+  if constexpr (kLookup == VLookup::lane) {
+    return LaneCodebook(table, slice.lane);
   } else {
     return PlainCodebook{table};
   }
@@ -309,6 +307,9 @@ __global__ void __launch_bounds__(kSplitThreads)
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int E = s.lane_elements;
   constexpr int T = s.tile;
+  // Split boundaries fall on multiples of kSplitAlign, so only a query's last split has a
+  // partial tile; softmax_tile reduces a head's T scores inside one warp.
+  static_assert(kSplitAlign % T == 0 && T <= 32, "a tile is a power of two dividing the align");
   extern __shared__ __align__(16) unsigned char shared[];
 
   const int split = static_cast<int>(blockIdx.x);
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   float l_run = 0.0f;
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
   const auto v_codebook = v_codebook_of<s.v_lookup>(
-      reinterpret_cast<const float*>(shared + s.v_codebook_offset), p.v.bits, slice);
+      reinterpret_cast<const float*>(shared + s.v_codebook_offset), slice);
 
   for (int tile = 0; tile < tiles; ++tile) {
     wait_copies<s.stages - 2>();

@@ -12,7 +12,7 @@
 namespace turbodecode::cuda {
 namespace {
 
-// A split covers at least four 32-position tiles, so its pipeline and prologue pay off.
+// A split covers at least 128 positions (4 to 16 tiles), so its pipeline and prologue pay off.
 constexpr std::int64_t kMinSplitTokens = 128;
 
 int resident_blocks_per_sm(const decode::SplitKernel& kernel) {

@@ -14,9 +14,15 @@ namespace turbodecode::cuda::decode {
 inline constexpr int kSplitWarps = 4;
 inline constexpr int kSplitThreads = kSplitWarps * 32;
 // Shared memory of an SM on sm_90 and what the system reserves per resident block: how the
-// V codebook layout is chosen without costing a block per SM.
+// tile is sized for a number of resident blocks.
 inline constexpr int kSharedBytesPerSm = 228 * 1024;
 inline constexpr int kSharedBytesReservedPerBlock = 1024;
+// Resident blocks per SM the tile is sized for. With two (8 warps) the schedulers of the
+// D 256 tq8-V kernel found no eligible warp 57% of the time (Nsight Compute, H200) and DRAM
+// ran at 63%; with three, one block's lookups and softmax overlap the others' copies. Three
+// also fit with the full per-bank V table wherever any table fits three, so no instance
+// pays the mirrored half's extra instructions per lookup for warps.
+inline constexpr int kTargetBlocksPerSm = 3;
 
 __host__ __device__ constexpr int blocks_per_sm_by_shared(int shared_bytes) {
   return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);
@@ -79,16 +85,24 @@ struct SplitShape {
         k_codebook_offset(0),
         v_codebook_offset(0),
         shared_bytes(0) {
-    // A stage stays within about 32 KB so three of them (two tiles in flight while one is
-    // consumed) leave room for two blocks per SM. The FMA path keeps at most 64 scores per
-    // tile (registers of its reduction); the mma path needs whole 16-row blocks.
-    const int row_total = k_pitch + v_row_bytes + k_norm_bytes + v_norm_bytes;
+    // The FMA path keeps at most 64 scores per tile (registers of its reduction); the mma
+    // path needs whole 16-row blocks and at most 128 scores (8 head columns).
     const int max_pairs = tensor_core_scores ? 128 : 64;
     const int min_tile = tensor_core_scores ? 16 : 8;
-    tile = 32;
-    while (tile > min_tile && (tile * heads > max_pairs || tile * row_total > 33 * 1024)) {
-      tile /= 2;
+    int max_tile = 32;
+    while (max_tile > min_tile && max_tile * heads > max_pairs) max_tile /= 2;
+    // The largest tile that leaves kTargetBlocksPerSm blocks per SM, else the smallest (D 512
+    // with F16 K: 16 rows of over 1 KB per stage).
+    for (int t = max_tile;; t /= 2) {
+      lay_out(t);
+      if (t == min_tile || blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) break;
     }
+  }
+
+ private:
+  // The tile size and every offset that follows from it.
+  __host__ __device__ constexpr void lay_out(int t) {
+    tile = t;
     pairs = tile * heads;
     reduce_width = pairs < 32 ? 32 : pairs;
     stage_k = 0;
@@ -100,20 +114,13 @@ struct SplitShape {
     // and the last stage is first refilled after it (the prologue fills the others), so the
     // rows live in that stage when they fit: 16 KB less at D 512 with 8 heads, which lets
     // two blocks share an SM where F16 V left room for one.
-    const bool q_in_last_stage = heads * d * 4 <= stage_bytes;
+    const bool q_in_last_stage = heads * head_dim * 4 <= stage_bytes;
     q_offset = (q_in_last_stage ? stages - 1 : stages) * stage_bytes;
-    partial_offset = stages * stage_bytes + (q_in_last_stage ? 0 : heads * d * 4);
+    partial_offset = stages * stage_bytes + (q_in_last_stage ? 0 : heads * head_dim * 4);
     weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
     rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
-    v_codebook_offset = k_codebook_offset + (k_codec == RowCodec::f16 ? 0 : kCodebookEntries * 4);
-    // One-byte codes: the full per-bank table unless it costs a block per SM, then its
-    // mirrored half.
-    if (v_lookup == VLookup::lane &&
-        blocks_per_sm_by_shared(v_codebook_offset + codebook_bytes(VLookup::lane)) <
-            blocks_per_sm_by_shared(v_codebook_offset + codebook_bytes(VLookup::lane_mirrored))) {
-      v_lookup = VLookup::lane_mirrored;
-    }
+    v_codebook_offset = k_codebook_offset + (tensor_core_scores ? 0 : kCodebookEntries * 4);
     shared_bytes = v_codebook_offset + codebook_bytes(v_lookup);
   }
 };
