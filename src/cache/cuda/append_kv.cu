@@ -20,6 +20,10 @@ constexpr int kParts = 2;  // K and V: bucket tables [0] and [1]
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * warp_row::kLanes;
 constexpr int kF16Bits = 16;
+// Blocks per SM each kernel variant is built for: the most its registers allow without spills
+// (-Xptxas -v); left to itself the compiler may take a few more registers and lose a block.
+template <int D, bool kWide>
+inline constexpr int kMinBlocksPerSm = D == 256 ? 4 : (kWide ? 2 : 3);
 // Row indices are 32-bit with room for a grid stride past the last; no device holds the inputs
 // of this many rows.
 constexpr std::int64_t kMaxRows = std::int64_t{1} << 29;
@@ -113,13 +117,13 @@ __device__ __forceinline__ LaneWords<D, kWide> fetch_words(const TokenRows& inpu
 }
 
 // Writes one K or V row at cache_row of the target's slot and head: F16, or TurboQuant-HB
-// codes with norms (`buckets`: that format's table).
+// codes with norms (`buckets`: that format's table; `signs`: the lane's rotation signs).
 template <int D, bool kWide>
 __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget& t,
                                           std::int64_t cache_row, const LaneWords<D, kWide>& in,
                                           DType dtype, const CacheRows& cache,
                                           const code_buckets::CodeBucket* buckets, float* scratch,
-                                          int lane) {
+                                          int lane, unsigned signs) {
   float v[warp_row::kPerLane<D>];
   warp_row::widen_lane_words(in.words, dtype, v);
   unsigned char* destination = cache.row(t.slot, t.head, cache_row);
@@ -127,7 +131,7 @@ __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget
     warp_row::store_lane_f16(v, destination, lane, p.vectorised);
     return;
   }
-  warp_row::rotate_forward<D>(v, lane);
+  warp_row::rotate_forward<D>(v, lane, signs);
   warp_row::encode_rotated<D>(v, cache.bits, p.scale_factor_d512, buckets, scratch, lane,
                               destination, cache.row_norms(t.slot, t.head, cache_row),
                               p.vectorised);
@@ -138,13 +142,15 @@ __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget
 // the current K row is written: two loads in flight while the warp computes, and three rows of
 // words live, not four.
 template <int D, bool kWide>
-__global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
+    append_kv_kernel(const AppendLaunch p) {
   __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kWarps][D];
   const int warp = static_cast<int>(threadIdx.x) / warp_row::kLanes;
   const int lane = static_cast<int>(threadIdx.x) % warp_row::kLanes;
   const int warps = static_cast<int>(gridDim.x) * kWarps;
   const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const unsigned signs = warp_row::lane_sign_bits<D>(lane);
   RowTarget next{};
   LaneWords<D, kWide> v_next{}, k_next{};
   if (first < p.rows) {
@@ -164,13 +170,13 @@ __global__ void __launch_bounds__(kThreads) append_kv_kernel(const AppendLaunch 
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
     if (cache_row >= 0) {
       write_row<D>(p, target, cache_row, v_words, p.v_in.dtype, p.v_cache, buckets[1],
-                   scratch[warp], lane);
+                   scratch[warp], lane, signs);
     }
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
     if (cache_row >= 0) {
       write_row<D>(p, target, cache_row, k_words, p.k_in.dtype, p.k_cache, buckets[0],
-                   scratch[warp], lane);
+                   scratch[warp], lane, signs);
     }
   }
 }

@@ -53,10 +53,11 @@ __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch
   tq_tables::fill_code_buckets(p.bits, buckets);
   __syncthreads();
   const int lane = lane_index();
+  const unsigned signs = warp_row::lane_sign_bits<D>(lane);
   for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
     float v[warp_row::kPerLane<D>];
     warp_row::load_lane_values(p.values.row(r), p.values_dtype, p.vectorised, lane, v);
-    warp_row::rotate_forward<D>(v, lane);
+    warp_row::rotate_forward<D>(v, lane, signs);
     warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, buckets, scratch[warp_index()],
                                 lane, p.codes.row(r), reinterpret_cast<float*>(p.norms.row(r)),
                                 p.vectorised);
@@ -82,13 +83,14 @@ __global__ void __launch_bounds__(kThreads)
     rotate_rows_kernel(const RowOperand in, const RowOperand out, std::int64_t rows, bool inverse,
                        bool vectorised) {
   const int lane = lane_index();
+  const unsigned signs = warp_row::lane_sign_bits<D>(lane);
   for (std::int64_t r = first_row(); r < rows; r += row_step()) {
     float v[warp_row::kPerLane<D>];
     warp_row::load_lane_values(in.row(r), DType::f32, vectorised, lane, v);
     if (inverse) {
-      warp_row::rotate_inverse<D>(v, lane);
+      warp_row::rotate_inverse<D>(v, lane, signs);
     } else {
-      warp_row::rotate_forward<D>(v, lane);
+      warp_row::rotate_forward<D>(v, lane, signs);
     }
     warp_row::store_lane_f32(v, out.row(r), lane, vectorised);
   }

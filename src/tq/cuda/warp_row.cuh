@@ -160,9 +160,11 @@ __device__ __forceinline__ void store_lane_f16(const float (&v)[E], unsigned cha
 
 // ---- Rotation R_D (SPEC §1.1). ----
 
-// Bit r set when this lane's element r is negated: the lane's E/8 bytes of the sign mask.
-template <int E>
+// Bit r set when this lane's element r is negated: the lane's D/256 bytes of the sign mask.
+// It depends only on the lane, so kernels load it once, before their row loops.
+template <int D>
 __device__ __forceinline__ unsigned lane_sign_bits(int lane) {
+  constexpr int E = kPerLane<D>;
   unsigned bits = 0;
 #pragma unroll
   for (int b = 0; b < E / 8; ++b) {
@@ -196,10 +198,10 @@ __device__ __forceinline__ void walsh_hadamard(float (&v)[E], int lane) {
   }
 }
 
+// `signs`: lane_sign_bits<D>(lane).
 template <int D>
-__device__ __forceinline__ void rotate_forward(float (&v)[kPerLane<D>], int lane) {
+__device__ __forceinline__ void rotate_forward(float (&v)[kPerLane<D>], int lane, unsigned signs) {
   constexpr int E = kPerLane<D>;
-  const unsigned signs = lane_sign_bits<E>(lane);
 #pragma unroll
   for (int r = 0; r < E; ++r) v[r] = tq::apply_sign(v[r], (signs >> r) & 1u);
   walsh_hadamard<E>(v, lane);
@@ -209,10 +211,9 @@ __device__ __forceinline__ void rotate_forward(float (&v)[kPerLane<D>], int lane
 }
 
 template <int D>
-__device__ __forceinline__ void rotate_inverse(float (&v)[kPerLane<D>], int lane) {
+__device__ __forceinline__ void rotate_inverse(float (&v)[kPerLane<D>], int lane, unsigned signs) {
   constexpr int E = kPerLane<D>;
   walsh_hadamard<E>(v, lane);
-  const unsigned signs = lane_sign_bits<E>(lane);
   const float scale = tq::rotation_scale(D);
 #pragma unroll
   for (int r = 0; r < E; ++r) v[r] = tq::apply_sign(v[r] * scale, (signs >> r) & 1u);
