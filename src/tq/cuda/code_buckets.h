@@ -6,12 +6,13 @@
 // midpoint that may follow inside it: code = first_code + (boundary < u), one lookup per element.
 //
 // Exact for every float, NaN and ±∞ included, because the bucket of u is a monotone function
-// of u (a subtraction, a multiplication, a clamp and a truncation, each monotone), computed by
+// of u (a subtraction, a multiplication, a clamp and a rounding, each monotone), computed by
 // the same code when the table is built and when it is read: midpoints in earlier buckets are
 // below u, those in later buckets above it, and the one in u's bucket is compared.
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 
@@ -20,7 +21,7 @@
 
 namespace turbodecode::cuda::code_buckets {
 
-// bucket(u) = clamp(trunc((u − origin) · per_unit), 0, count − 1).
+// bucket(u) = round(clamp((u − origin) · per_unit, 0, count − 1)).
 struct BucketGrid {
   float origin;
   float per_unit;
@@ -70,12 +71,24 @@ TD_HOST_DEVICE BucketGrid grid_for_bits(int bits) {
   }
 }
 
-// fmaxf sends NaN to bucket 0, where the boundary comparison fails and the code is 0, as
+TD_HOST_DEVICE int float_bits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_int(x);
+#else
+  return std::bit_cast<int>(x);
+#endif
+}
+
+// Adding 2^23 to a float in [0, 2^22) leaves its nearest integer in the low mantissa bits: one
+// addition instead of a float-to-int conversion, which issues at a quarter of the rate on the
+// GPU. fmaxf sends NaN to bucket 0, where the boundary comparison fails and the code is 0, as
 // code_of gives.
+inline constexpr float kRoundingBias = 8388608.0f;  // 2^23
+
 TD_HOST_DEVICE int bucket_of(float u, const BucketGrid& grid) {
   const float position = (u - grid.origin) * grid.per_unit;
   const float clamped = fminf(fmaxf(position, 0.0f), static_cast<float>(grid.count - 1));
-  return static_cast<int>(clamped);
+  return float_bits(clamped + kRoundingBias) - float_bits(kRoundingBias);
 }
 
 // Fills the buckets whose first code is `code` (0 ≤ code ≤ 2^bits − 1): those after the
