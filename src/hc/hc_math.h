@@ -117,9 +117,11 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
   for (int i = 0; i < count * count; ++i) out[comb + i] = c[i];
 }
 
-// Dispatches the n = 4 fast path.
-TD_HOST_DEVICE void hc_split_row_any(const float* mix, const float* scale, const float* base, int n,
-                                     int iters, float eps, float* out) {
+// The CPU backend's dispatch to the n = 4 fast path. CUDA kernels are templates on n instead,
+// dispatched once at launch: a run-time branch inside a kernel would keep the general path's
+// local array (a 1,152-byte stack frame) in every kernel that splits.
+inline void hc_split_row_any(const float* mix, const float* scale, const float* base, int n,
+                             int iters, float eps, float* out) {
   if (n == 4) {
     hc_split_row<4>(mix, scale, base, n, iters, eps, out);
   } else {

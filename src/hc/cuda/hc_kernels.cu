@@ -21,11 +21,12 @@ unsigned blocks_for(std::int64_t items, int threads) {
   return static_cast<unsigned>((items + threads - 1) / threads);
 }
 
+template <int kFixedN>
 __global__ void split_kernel(const hc::SplitArgs args) {
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= args.rows) return;
-  hc_split_row_any(args.mix.row(t), args.scale, args.base, args.n_hc, args.iters, args.eps,
-                   args.split.row(t));
+  hc_split_row<kFixedN>(args.mix.row(t), args.scale, args.base, args.n_hc, args.iters, args.eps,
+                        args.split.row(t));
 }
 
 // One thread per (t, d): a row's elements are independent, so a row spreads over many blocks
@@ -50,15 +51,16 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(const hc::RmsNorm
   }
 }
 
+template <int kFixedN>
 __global__ void __launch_bounds__(kRowThreads)
     split_collapse_kernel(const hc::SplitCollapseArgs args) {
   __shared__ float split_row[kSplitStride];
   __shared__ float scratch[kRowWarps];
   for (std::int64_t t = blockIdx.x; t < args.split.rows; t += gridDim.x) {
     __syncthreads();  // split_row of the previous row is no longer read
-    split_rows_block(args.split, args.split.mix.row(t), 0, t, 1, split_row);
+    split_rows_block<kFixedN>(args.split, args.split.mix.row(t), 0, t, 1, split_row);
     if (args.norm.out.data != nullptr) {
-      collapse_norm_row_block(args.collapse, args.norm, split_row, t, scratch);
+      collapse_norm_row_block<kFixedN>(args.collapse, args.norm, split_row, t, scratch);
     } else {
       collapse_row_block(args.collapse, split_row, t);
     }
@@ -138,7 +140,12 @@ __global__ void head_weights_kernel(const hc::HeadWeightsArgs args) {
 }  // namespace
 
 void hc_split(const hc::SplitArgs& args, Stream stream) {
-  split_kernel<<<blocks_for(args.rows, kSplitThreads), kSplitThreads, 0, native(stream)>>>(args);
+  const unsigned blocks = blocks_for(args.rows, kSplitThreads);
+  if (args.n_hc == 4) {
+    split_kernel<4><<<blocks, kSplitThreads, 0, native(stream)>>>(args);
+  } else {
+    split_kernel<0><<<blocks, kSplitThreads, 0, native(stream)>>>(args);
+  }
   TD_CUDA_CHECK_LAUNCH("split_kernel");
 }
 
@@ -158,7 +165,12 @@ void hc_rms_norm(const hc::RmsNormArgs& args, Stream stream) {
 }
 
 void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream) {
-  split_collapse_kernel<<<grid_rows(args.split.rows), kRowThreads, 0, native(stream)>>>(args);
+  const unsigned blocks = grid_rows(args.split.rows);
+  if (args.split.n_hc == 4) {
+    split_collapse_kernel<4><<<blocks, kRowThreads, 0, native(stream)>>>(args);
+  } else {
+    split_collapse_kernel<0><<<blocks, kRowThreads, 0, native(stream)>>>(args);
+  }
   TD_CUDA_CHECK_LAUNCH("split_collapse_kernel");
 }
 

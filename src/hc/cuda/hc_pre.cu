@@ -192,7 +192,8 @@ __device__ void prefetch_tail_inputs(const hc::SplitCollapseArgs& sc, int chunk,
   }
 }
 
-template <bool kFull>
+// kFull: HC-pre (else norm-mix only); kFixedN as for split_rows_block (unused by norm-mix).
+template <bool kFull, int kFixedN>
 __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
   __shared__ float xs[kPreGroupRows][kPreChunkWidth];
   __shared__ float totals[kPreGroupRows][kSplitStride + 1];
@@ -212,9 +213,10 @@ __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
   write_mix_rows(p.norm_mix, t0, rows_here, totals, mix_rows);
   if constexpr (kFull) {
     const hc::SplitCollapseArgs& sc = p.split_collapse;
-    split_rows_block(sc.split, &mix_rows[0][0], kSplitStride, t0, rows_here, &split_rows[0][0]);
+    split_rows_block<kFixedN>(sc.split, &mix_rows[0][0], kSplitStride, t0, rows_here,
+                              &split_rows[0][0]);
     for (int r = 0; r < rows_here; ++r) {
-      collapse_norm_row_block(sc.collapse, sc.norm, split_rows[r], t0 + r, scratch);
+      collapse_norm_row_block<kFixedN>(sc.collapse, sc.norm, split_rows[r], t0 + r, scratch);
     }
   }
 }
@@ -239,14 +241,19 @@ dim3 pre_grid(const HcPrePlan& plan, std::int64_t rows) {
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream) {
   const PreLaunch p = make_launch(plan, args, workspace);
-  pre_kernel<false><<<pre_grid(plan, args.rows), kRowThreads, 0, native(stream)>>>(p);
+  pre_kernel<false, 0><<<pre_grid(plan, args.rows), kRowThreads, 0, native(stream)>>>(p);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
-  pre_kernel<true><<<pre_grid(plan, args.norm_mix.rows), kRowThreads, 0, native(stream)>>>(p);
+  const dim3 grid = pre_grid(plan, args.norm_mix.rows);
+  if (args.norm_mix.n_hc == 4) {
+    pre_kernel<true, 4><<<grid, kRowThreads, 0, native(stream)>>>(p);
+  } else {
+    pre_kernel<true, 0><<<grid, kRowThreads, 0, native(stream)>>>(p);
+  }
   TD_CUDA_CHECK_LAUNCH("pre_kernel<hc-pre>");
 }
 

@@ -105,6 +105,7 @@ __device__ __forceinline__ void collapse_norm_cached(const hc::CollapseArgs& col
 }
 
 // Rows too wide to cache take the two block routines one after the other.
+template <int kFixedN>
 __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& collapse,
                                                         const hc::RmsNormArgs& norm,
                                                         const float* pre, std::int64_t t,
@@ -112,10 +113,8 @@ __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& 
   if (collapse.embd > kCachedPerThread * kRowThreads) {
     collapse_row_block(collapse, pre, t);
     rms_norm_row_block(norm, collapse.out.row(t), t, scratch);
-  } else if (collapse.n_hc == 4) {
-    collapse_norm_cached<4>(collapse, norm, pre, t, scratch);
   } else {
-    collapse_norm_cached<0>(collapse, norm, pre, t, scratch);
+    collapse_norm_cached<kFixedN>(collapse, norm, pre, t, scratch);
   }
 }
 
@@ -125,13 +124,15 @@ inline constexpr int kSplitStride = hc_mix_width(kMaxHcStreams);
 // split of rows t0 .. t0 + rows (rows ≤ kRowThreads), thread r computing row r from mix row
 // mix + r·mix_stride into shared split_rows + r·kSplitStride, all rows at once; after a block
 // barrier (split_rows is then readable by every thread) the block copies them to the output.
+// kFixedN = 4 keeps the Sinkhorn matrix in registers (kFixedN = 0: a local array, any n).
+template <int kFixedN>
 __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, const float* mix,
                                                  std::int64_t mix_stride, std::int64_t t0, int rows,
                                                  float* split_rows) {
   const int r = static_cast<int>(threadIdx.x);
   if (r < rows) {
-    hc_split_row_any(mix + r * mix_stride, args.scale, args.base, args.n_hc, args.iters, args.eps,
-                     split_rows + r * kSplitStride);
+    hc_split_row<kFixedN>(mix + r * mix_stride, args.scale, args.base, args.n_hc, args.iters,
+                          args.eps, split_rows + r * kSplitStride);
   }
   __syncthreads();
   const int m = hc_mix_width(args.n_hc);
@@ -167,31 +168,49 @@ __device__ __forceinline__ void prefetch_expand_inputs(const hc::ExpandArgs& arg
   }
 }
 
-// Expanded values of element d of row t for every destination stream c, from v (the block
-// input) and the n source values x_d[r]; kFixedN > 0 unrolls n = kFixedN.
+// Expanded value of element d of row t for destination stream c, from v (the block input) and
+// the n source values x_d[r]; kFixedN > 0 unrolls n = kFixedN.
 template <int kFixedN>
-__device__ __forceinline__ void expand_column(const hc::ExpandArgs& args, std::int64_t t,
-                                              std::int64_t d, float v, const float* x_d) {
+__device__ __forceinline__ float expand_destination(const hc::ExpandArgs& args, std::int64_t t,
+                                                    int c, float v, const float* x_d) {
   const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+  float acc = v * args.post.at(t, c);
 #pragma unroll
-  for (int c = 0; c < n; ++c) {
-    float acc = v * args.post.at(t, c);
-#pragma unroll
-    for (int r = 0; r < n; ++r) acc = hc_accumulate(acc, args.comb.at(t, r, c), x_d[r]);
-    args.out.at(t, c)[d] = acc;
-  }
+  for (int r = 0; r < n; ++r) acc = hc_accumulate(acc, args.comb.at(t, r, c), x_d[r]);
+  return acc;
 }
 
-// Loads x[t][r][d] for every source stream r, then expands element d.
+// x[t][r][d] for every source stream r.
+template <int kFixedN>
+__device__ __forceinline__ void load_sources(const hc::ExpandArgs& args, std::int64_t t,
+                                             std::int64_t d, float* x_d) {
+  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+#pragma unroll
+  for (int r = 0; r < n; ++r) x_d[r] = args.x.at(t, r)[d];
+}
+
+// Expands element d of row t into every destination stream.
 template <int kFixedN>
 __device__ __forceinline__ void expand_element(const hc::ExpandArgs& args, std::int64_t t,
                                                std::int64_t d, float v) {
-  constexpr int kSlots = kFixedN > 0 ? kFixedN : kMaxHcStreams;
   const int n = kFixedN > 0 ? kFixedN : args.n_hc;
-  float x_d[kSlots];
+  float x_d[kFixedN > 0 ? kFixedN : kMaxHcStreams];
+  load_sources<kFixedN>(args, t, d, x_d);
 #pragma unroll
-  for (int r = 0; r < n; ++r) x_d[r] = args.x.at(t, r)[d];
-  expand_column<kFixedN>(args, t, d, v, x_d);
+  for (int c = 0; c < n; ++c) {
+    args.out.at(t, c)[d] = expand_destination<kFixedN>(args, t, c, v, x_d);
+  }
+}
+
+// Expands element d of row t into destination stream c only: n threads together do what
+// expand_element does, with the same float operations, without one thread's store-then-load
+// chain over the streams.
+template <int kFixedN>
+__device__ __forceinline__ void expand_element_into(const hc::ExpandArgs& args, std::int64_t t,
+                                                    std::int64_t d, int c, float v) {
+  float x_d[kFixedN > 0 ? kFixedN : kMaxHcStreams];
+  load_sources<kFixedN>(args, t, d, x_d);
+  args.out.at(t, c)[d] = expand_destination<kFixedN>(args, t, c, v, x_d);
 }
 
 }  // namespace turbodecode::cuda
