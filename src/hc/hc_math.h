@@ -51,27 +51,38 @@ TD_HOST_DEVICE float hc_rms_apply(float u, float rms_scale, float weight) {
 }
 
 // Sinkhorn normalisation of the n×n matrix c (row-major): one pass over rows (dim 1) or
-// columns (dim 0), each line divided by (its sum + ε), sums in ascending index order.
+// columns (dim 0), each line divided by (its sum + ε), sums in ascending index order. Every
+// line's sum is formed before any reciprocal, and every reciprocal before any product: the
+// lines are independent, so one GPU thread overlaps their dependency chains (a reciprocal's
+// correctly rounded path ends in a branch, which the compiler does not schedule across). Each
+// value is computed exactly as line by line.
 template <int kFixedN>
-TD_HOST_DEVICE void hc_normalise_rows(float* c, int n, float eps) {
+TD_HOST_DEVICE void hc_normalise_lines(float* c, int n, int line_stride, int element_stride,
+                                       float eps) {
   const int count = kFixedN > 0 ? kFixedN : n;
-  for (int r = 0; r < count; ++r) {
+  float inv[kFixedN > 0 ? kFixedN : kMaxHcStreams];
+  for (int l = 0; l < count; ++l) {
     float sum = 0.0f;
-    for (int k = 0; k < count; ++k) sum += c[r * count + k];
-    const float inv = 1.0f / (sum + eps);
-    for (int k = 0; k < count; ++k) c[r * count + k] = hc_mul(c[r * count + k], inv);
+    for (int k = 0; k < count; ++k) sum += c[l * line_stride + k * element_stride];
+    inv[l] = sum + eps;
+  }
+  for (int l = 0; l < count; ++l) inv[l] = 1.0f / inv[l];
+  for (int l = 0; l < count; ++l) {
+    for (int k = 0; k < count; ++k) {
+      c[l * line_stride + k * element_stride] =
+          hc_mul(c[l * line_stride + k * element_stride], inv[l]);
+    }
   }
 }
 
 template <int kFixedN>
+TD_HOST_DEVICE void hc_normalise_rows(float* c, int n, float eps) {
+  hc_normalise_lines<kFixedN>(c, n, kFixedN > 0 ? kFixedN : n, 1, eps);
+}
+
+template <int kFixedN>
 TD_HOST_DEVICE void hc_normalise_columns(float* c, int n, float eps) {
-  const int count = kFixedN > 0 ? kFixedN : n;
-  for (int k = 0; k < count; ++k) {
-    float sum = 0.0f;
-    for (int r = 0; r < count; ++r) sum += c[r * count + k];
-    const float inv = 1.0f / (sum + eps);
-    for (int r = 0; r < count; ++r) c[r * count + k] = hc_mul(c[r * count + k], inv);
-  }
+  hc_normalise_lines<kFixedN>(c, n, 1, kFixedN > 0 ? kFixedN : n, eps);
 }
 
 // split of one row (SPEC §3.1): mix, base and out hold M = 2n + n² contiguous floats; scale
@@ -93,6 +104,8 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
   for (int i = 0; i < count * count; ++i)
     z[comb + i] = fmaf(mix[comb + i], scale[2], base[comb + i]);
   float* c = z + comb;
+  // Row softmax, + ε. Phase by phase over all rows, like hc_normalise_lines.
+  float inv[kFixedN > 0 ? kFixedN : kMaxHcStreams];
   for (int r = 0; r < count; ++r) {
     float* row = c + r * count;
     float row_max = -INFINITY;
@@ -102,8 +115,11 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
       row[k] = expf(row[k] - row_max);
       sum += row[k];
     }
-    const float inv = 1.0f / sum;
-    for (int k = 0; k < count; ++k) row[k] = fmaf(row[k], inv, eps);
+    inv[r] = sum;
+  }
+  for (int r = 0; r < count; ++r) inv[r] = 1.0f / inv[r];
+  for (int r = 0; r < count; ++r) {
+    for (int k = 0; k < count; ++k) c[r * count + k] = fmaf(c[r * count + k], inv[r], eps);
   }
   hc_normalise_columns<kFixedN>(c, count, eps);
   for (int it = 1; it < iters; ++it) {
