@@ -5,22 +5,17 @@
 #include <cstdint>
 
 #include "turbodecode/kv_cache.h"
+#include "turbodecode/mask_kind.h"
 #include "turbodecode/tensor.h"
 
 namespace turbodecode {
 
-// causal:         a linear cache; query at seq_pos sp sees positions 0..sp.
-// sliding_ring:   a ring cache; sees the last min(sp + 1, capacity) positions, and only the
-//                 last `sliding_window` of them when window > 0.
-// sliding_linear: a linear cache; like causal, limited to the last `sliding_window`.
-enum class MaskKind : std::uint8_t { causal, sliding_ring, sliding_linear };
-
 struct DecodeOptions {
-  int n_heads = 0;              // query heads; a multiple of the cache's n_kv_heads
-  float scale = 0.0f;           // score scale; 0 means 1/sqrt(D) (Gemma passes 1.0)
-  float softcap = 0.0f;         // 0 = off; else s = softcap·tanh(s/softcap)
-  MaskKind mask = MaskKind::causal;
-  std::int64_t sliding_window = 0;  // 0 = whole ring/sequence
+  int n_heads = 0;                   // query heads; a multiple of the cache's n_kv_heads
+  float scale = 0.0f;                // score scale; 0 means 1/sqrt(D) (Gemma passes 1.0)
+  float softcap = 0.0f;              // 0 = off; else s = softcap·tanh(s/softcap)
+  MaskKind mask = MaskKind::causal;  // which positions a query sees (mask_kind.h)
+  std::int64_t sliding_window = 0;   // 0 = whole ring/sequence
   // With TQ V the attention sum lives in the rotated basis. false (default): the library
   // returns o = R_D⁻¹(sum). true: it returns r = R_D(o) and the caller folds the inverse into
   // its output projection: o = R_D⁻¹ r, i.e. W_o·o = (W_o·R_D⁻¹)·r with

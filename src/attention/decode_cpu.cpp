@@ -32,17 +32,6 @@ constexpr int kTilePositions = 32;
 // Split boundaries fall on tile boundaries.
 constexpr std::int64_t kSplitAlign = kTilePositions;
 
-WindowKind window_kind(MaskKind mask) {
-  switch (mask) {
-    case MaskKind::sliding_ring:
-      return WindowKind::sliding_ring;
-    case MaskKind::sliding_linear:
-      return WindowKind::sliding_linear;
-    default:
-      return WindowKind::causal;
-  }
-}
-
 // One side (K or V) of the cache: where a row lives, and how to turn it into f32 values.
 // A TQ row decodes to codebook values times one scale per part (the whole row at D = 256,
 // each half at D = 512); an F16 row is one part with scale 1.
@@ -144,7 +133,7 @@ struct DecodeJob {
   }
   Window window(std::int64_t query) const {
     const std::int32_t position = seq_pos.as<const std::int32_t>()[query * seq_pos.strides[0]];
-    return query_window(window_kind(plan.options.mask), position, plan.cache.capacity,
+    return query_window(plan.options.mask, position, plan.cache.capacity,
                         plan.options.sliding_window);
   }
   float* row(const TensorView& t, std::int64_t query, int head) const {

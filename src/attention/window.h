@@ -4,11 +4,9 @@
 #include <cstdint>
 
 #include "common/host_device.h"
+#include "turbodecode/mask_kind.h"
 
 namespace turbodecode::attention {
-
-// mask kinds, mirroring turbodecode::MaskKind without the public header's dependencies.
-enum class WindowKind : std::uint8_t { causal, sliding_ring, sliding_linear };
 
 // The visible positions of a query are logical indices [first, len); logical index i lives in
 // cache row (ring_start + i) mod capacity (ring_start is 0 unless a ring has wrapped).
@@ -25,16 +23,16 @@ struct Window {
   }
 };
 
-TD_HOST_DEVICE Window query_window(WindowKind kind, std::int64_t seq_pos, std::int64_t capacity,
+TD_HOST_DEVICE Window query_window(MaskKind kind, std::int64_t seq_pos, std::int64_t capacity,
                                    std::int64_t sliding_window) {
   Window w{0, seq_pos + 1, 0, capacity};
-  if (kind == WindowKind::sliding_ring) {
+  if (kind == MaskKind::sliding_ring) {
     if (w.len >= capacity) {
       w.len = capacity;
       w.ring_start = (seq_pos + 1) % capacity;
     }
   }
-  if (kind != WindowKind::causal && sliding_window > 0 && w.len > sliding_window) {
+  if (kind != MaskKind::causal && sliding_window > 0 && w.len > sliding_window) {
     w.first = w.len - sliding_window;
   }
   return w;

@@ -18,17 +18,6 @@ namespace {
 using decode::DecodeParams;
 using decode::RowCodec;
 
-attention::WindowKind window_kind(MaskKind mask) {
-  switch (mask) {
-    case MaskKind::sliding_ring:
-      return attention::WindowKind::sliding_ring;
-    case MaskKind::sliding_linear:
-      return attention::WindowKind::sliding_linear;
-    default:
-      return attention::WindowKind::causal;
-  }
-}
-
 // The split kernel copies rows with 16-byte cp.async: every row must start 16-byte aligned.
 bool rows_aligned(const TensorView& rows) {
   const auto element = static_cast<std::int64_t>(dtype_bytes(rows.dtype));
@@ -76,7 +65,7 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.slots = config.slots;
   p.capacity = config.capacity;
   p.linear_cache = config.kind == LayerKind::linear;
-  p.window_kind = window_kind(plan.options.mask);
+  p.mask = plan.options.mask;
   p.sliding_window = plan.options.sliding_window;
   p.policy = {plan.max_splits, plan.min_split_tokens, plan.target_splits,
               plan.options.fixed_splits};

@@ -45,7 +45,7 @@ struct DecodeParams {
   std::int64_t slots = 0;
   std::int64_t capacity = 0;
   bool linear_cache = true;
-  attention::WindowKind window_kind = attention::WindowKind::causal;
+  MaskKind mask = MaskKind::causal;
   std::int64_t sliding_window = 0;
   attention::SplitPolicy policy;
   int max_splits = 1;
@@ -92,7 +92,7 @@ __device__ __forceinline__ QueryRows resolve_query(const DecodeParams& p, std::i
   const std::int64_t pos = p.seq_pos[query * p.pos_stride];
   r.valid = r.slot >= 0 && r.slot < p.slots && pos >= 0 && (!p.linear_cache || pos < p.capacity);
   if (!r.valid) return r;
-  r.window = attention::query_window(p.window_kind, pos, p.capacity, p.sliding_window);
+  r.window = attention::query_window(p.mask, pos, p.capacity, p.sliding_window);
   const int splits = attention::splits_for_length(p.policy, r.window.visible());
   r.splits = splits < p.max_splits ? splits : p.max_splits;
   return r;
