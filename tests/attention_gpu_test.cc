@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_cases.h"
 #include "common/cuda_runtime.h"
 #include "common/f16.h"
 #include "oracle/attention_oracle.h"
@@ -40,24 +41,7 @@ constexpr double kTolerance = 2e-3;
 void fill_random(const KvCacheView& cache, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
-  const KvCacheConfig& c = cache.config;
-  const auto fill_side = [&](RowFormat format, const TensorView& rows, const TensorView& norms) {
-    if (format == RowFormat::f16) {
-      auto* data = rows.as<std::uint16_t>();
-      for (std::int64_t i = 0; i < rows.numel(); ++i) data[i] = f32_to_f16(normal(rng));
-      return;
-    }
-    const std::uint64_t mask = format == RowFormat::tq4 ? 0xff : (1u << format_bits(format)) - 1;
-    auto* codes = rows.as<std::uint8_t>();
-    for (std::int64_t i = 0; i < rows.numel(); ++i)
-      codes[i] = static_cast<std::uint8_t>(rng() & mask);
-    std::uniform_real_distribution<float> norm(c.head_dim == 256 ? 8.0f : 0.5f,
-                                               c.head_dim == 256 ? 24.0f : 1.5f);
-    auto* values = norms.as<float>();
-    for (std::int64_t i = 0; i < norms.numel(); ++i) values[i] = norm(rng);
-  };
-  fill_side(c.k_format, cache.k, cache.k_norms);
-  fill_side(c.v_format, cache.v, cache.v_norms);
+  testing::fill_random_cache(cache, rng, [&] { return f32_to_f16(normal(rng)); });
 }
 
 // A cache with the same bytes on the host and on the device.
@@ -276,16 +260,29 @@ TEST(AttentionGpuSanitizer, SmallProblems) {
   }
 }
 
-// A long-context cache shared by the determinism, invariance and graph tests.
-KvCacheConfig long_config(RowFormat v_format) {
+// The long-context case of the determinism, invariance and graph tests: a cache with random
+// contents from `seed` on host and device (`config` describes the device copy) and options
+// for `n_heads` query heads.
+struct LongCase {
+  LongCase(RowFormat v_format, int n_heads, std::uint64_t seed)
+      : config(host_config(v_format)), cache(config, seed) {
+    config.device = Device::cuda;
+    options.n_heads = n_heads;
+  }
+  static KvCacheConfig host_config(RowFormat v_format) {
+    KvCacheConfig config;
+    config.slots = 4;
+    config.n_kv_heads = 2;
+    config.capacity = 6000;
+    config.head_dim = 256;
+    config.v_format = v_format;
+    return config;
+  }
+
   KvCacheConfig config;
-  config.slots = 4;
-  config.n_kv_heads = 2;
-  config.capacity = 6000;
-  config.head_dim = 256;
-  config.v_format = v_format;
-  return config;
-}
+  MirroredCache cache;
+  DecodeOptions options;
+};
 
 std::vector<float> query_rows(const std::vector<float>& q, std::int64_t first, std::int64_t count,
                               std::int64_t row_floats) {
@@ -298,11 +295,8 @@ TEST(AttentionGpu, DeterministicAndBatchInvariant) {
   SKIP_WITHOUT_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  KvCacheConfig config = long_config(RowFormat::tq8);
-  const MirroredCache cache(config, seed);
-  config.device = Device::cuda;
-  DecodeOptions options;
-  options.n_heads = 16;
+  const LongCase long_case(RowFormat::tq8, 16, seed);
+  const auto& [config, cache, options] = long_case;
   const std::vector<std::int32_t> slots = {0, 1, 2, 3, 1};
   const std::vector<std::int32_t> positions = {5999, 0, 4000, 700, 129};
   const auto n = static_cast<std::int64_t>(slots.size());
@@ -331,11 +325,8 @@ TEST(AttentionGpu, GraphReplayFollowsGrowingLengths) {
   SKIP_WITHOUT_GPU();
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  KvCacheConfig config = long_config(RowFormat::tq4);
-  const MirroredCache cache(config, seed);
-  config.device = Device::cuda;
-  DecodeOptions options;
-  options.n_heads = 4;
+  const LongCase long_case(RowFormat::tq4, 4, seed);
+  const auto& [config, cache, options] = long_case;
   const DecodePlan plan = plan_decode(config, options, 3);
   const std::int64_t row_floats = options.n_heads * config.head_dim;
   const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(3 * row_floats), seed);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention/state.h"
+#include "attention_cases.h"
 #include "common/f16.h"
 #include "oracle/attention_oracle.h"
 #include "test_support.h"
@@ -31,26 +32,7 @@ void fill_random(const KvCacheView& cache, std::uint64_t seed) {
   std::vector<std::uint16_t> gaussians(4096);
   std::normal_distribution<float> normal;
   for (auto& g : gaussians) g = f32_to_f16(normal(rng));
-  const KvCacheConfig& c = cache.config;
-  const auto fill_side = [&](RowFormat format, const TensorView& rows, const TensorView& norms) {
-    const std::int64_t n = rows.numel();
-    if (format == RowFormat::f16) {
-      auto* data = rows.as<std::uint16_t>();
-      for (std::int64_t i = 0; i < n; ++i) data[i] = gaussians[rng() & 4095];
-      return;
-    }
-    const int bits = format_bits(format);
-    const std::uint64_t mask = bits == 4 ? 0xff : (1u << bits) - 1;
-    auto* codes = rows.as<std::uint8_t>();
-    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & mask);
-    // D = 256 stores ‖y‖ (≈ 16 for N(0,1) rows), D = 512 the RMS of each half (≈ 1).
-    std::uniform_real_distribution<float> norm(c.head_dim == 256 ? 8.0f : 0.5f,
-                                               c.head_dim == 256 ? 24.0f : 1.5f);
-    auto* values = norms.as<float>();
-    for (std::int64_t i = 0; i < norms.numel(); ++i) values[i] = norm(rng);
-  };
-  fill_side(c.k_format, cache.k, cache.k_norms);
-  fill_side(c.v_format, cache.v, cache.v_norms);
+  testing::fill_random_cache(cache, rng, [&] { return gaussians[rng() & 4095]; });
 }
 
 // Host tensors of one run_decode call: q, out (NaN-poisoned), indices and workspace.
