@@ -1,12 +1,15 @@
 // How closely two TurboQuant-HB encoders must agree (SPEC §5): identical codes except that at
 // most 0.1% may differ by ±1 (u within 1e-6 of a boundary), norms within 1e-6 relative. Shared
-// by the GPU tests that compare the CUDA encoder with the CPU one.
+// by the GPU tests that compare the CUDA encoder with the CPU one; with the round-trip quality
+// every backend's encoder must meet.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "turbodecode/tq_codec.h"
 
 namespace turbodecode::testing {
 
@@ -44,6 +47,20 @@ inline bool norms_agree(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   if (a == b) return true;
   return std::fabs(a - b) <= 1e-6f * std::fmax(std::fabs(a), std::fabs(b));
+}
+
+// Least cosine similarity of a row and its encode → decode round trip (SPEC §1.2 quality).
+inline double min_round_trip_cosine(RowFormat format) {
+  switch (format) {
+    case RowFormat::tq8:
+      return 0.9999;
+    case RowFormat::tq6:
+      return 0.999;
+    case RowFormat::tq5:
+      return 0.998;
+    default:
+      return 0.99;
+  }
 }
 
 }  // namespace turbodecode::testing

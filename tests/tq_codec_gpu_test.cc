@@ -144,26 +144,43 @@ class CodecGpuTest : public ::testing::TestWithParam<std::tuple<int, RowFormat, 
   CodecParams params() const { return {std::get<0>(GetParam()), std::get<1>(GetParam()), 1.0f}; }
   DType input_type() const { return std::get<2>(GetParam()); }
   Layout layout() const { return std::get<3>(GetParam()); }
+
+  // The case's input rows (drawn from `seed`) and their CPU encoding, the reference the CUDA
+  // backend is held to.
+  struct CpuEncoding {
+    RowStrides s;
+    std::int64_t code_bytes = 0;
+    int npp = 0;
+    std::vector<std::uint8_t> x_bytes;
+    Matrix x, codes, norms;
+  };
+  CpuEncoding encode_on_cpu(std::uint64_t seed) const {
+    const CodecParams p = params();
+    CpuEncoding e;
+    e.s = strides_for(layout(), p);
+    e.code_bytes = row_bytes(p.format, p.head_dim);
+    e.npp = norms_per_row(p.head_dim);
+    e.x_bytes = stored_values(mixed_rows(kRows, p.head_dim, seed), p.head_dim, input_type(), e.s.x);
+    e.x = matrix_with(Device::cpu, input_type(), p.head_dim, e.s.x, e.x_bytes);
+    e.codes = make_matrix(Device::cpu, DType::u8, kRows, e.code_bytes, e.s.codes, 0);
+    e.norms = make_matrix(Device::cpu, DType::f32, kRows, e.npp, e.s.norms, 0);
+    encode_rows(p, e.x.view, e.codes.view, e.norms.view);
+    return e;
+  }
 };
 
 TEST_P(CodecGpuTest, EncodeAgreesWithCpu) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const CodecParams p = params();
-  const RowStrides s = strides_for(layout(), p);
-  const std::int64_t code_bytes = row_bytes(p.format, p.head_dim);
-  const int npp = norms_per_row(p.head_dim);
-  const auto x_bytes =
-      stored_values(mixed_rows(kRows, p.head_dim, seed), p.head_dim, input_type(), s.x);
+  const CpuEncoding cpu = encode_on_cpu(seed);
+  const RowStrides& s = cpu.s;
+  const std::int64_t code_bytes = cpu.code_bytes;
+  const int npp = cpu.npp;
+  const auto cpu_codes = bytes_of(cpu.codes);
+  const auto cpu_norms = bytes_of(cpu.norms);
 
-  Matrix x_cpu = matrix_with(Device::cpu, input_type(), p.head_dim, s.x, x_bytes);
-  Matrix codes_cpu = make_matrix(Device::cpu, DType::u8, kRows, code_bytes, s.codes, 0);
-  Matrix norms_cpu = make_matrix(Device::cpu, DType::f32, kRows, npp, s.norms, 0);
-  encode_rows(p, x_cpu.view, codes_cpu.view, norms_cpu.view);
-  const auto cpu_codes = bytes_of(codes_cpu);
-  const auto cpu_norms = bytes_of(norms_cpu);
-
-  Matrix x_gpu = matrix_with(Device::cuda, input_type(), p.head_dim, s.x, x_bytes);
+  Matrix x_gpu = matrix_with(Device::cuda, input_type(), p.head_dim, s.x, cpu.x_bytes);
   for (std::uint8_t poison : kPoisons) {
     SCOPED_TRACE("poison " + std::to_string(poison));
     Matrix codes = make_matrix(Device::cuda, DType::u8, kRows, code_bytes, s.codes, poison);
@@ -190,20 +207,13 @@ TEST_P(CodecGpuTest, DecodeMatchesCpuBitwise) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const CodecParams p = params();
-  const RowStrides s = strides_for(layout(), p);
-  const std::int64_t code_bytes = row_bytes(p.format, p.head_dim);
-  const int npp = norms_per_row(p.head_dim);
-  const auto x_bytes =
-      stored_values(mixed_rows(kRows, p.head_dim, seed), p.head_dim, input_type(), s.x);
-  Matrix x_cpu = matrix_with(Device::cpu, input_type(), p.head_dim, s.x, x_bytes);
-  Matrix codes_cpu = make_matrix(Device::cpu, DType::u8, kRows, code_bytes, s.codes, 0);
-  Matrix norms_cpu = make_matrix(Device::cpu, DType::f32, kRows, npp, s.norms, 0);
-  encode_rows(p, x_cpu.view, codes_cpu.view, norms_cpu.view);
+  const CpuEncoding cpu = encode_on_cpu(seed);
+  const RowStrides& s = cpu.s;
   Matrix y_cpu = make_matrix(Device::cpu, DType::f32, kRows, p.head_dim, s.x, 0xFF);
-  decode_rows(p, codes_cpu.view, norms_cpu.view, y_cpu.view);
+  decode_rows(p, cpu.codes.view, cpu.norms.view, y_cpu.view);
 
-  Matrix codes = matrix_with(Device::cuda, DType::u8, code_bytes, s.codes, bytes_of(codes_cpu));
-  Matrix norms = matrix_with(Device::cuda, DType::f32, npp, s.norms, bytes_of(norms_cpu));
+  Matrix codes = matrix_with(Device::cuda, DType::u8, cpu.code_bytes, s.codes, bytes_of(cpu.codes));
+  Matrix norms = matrix_with(Device::cuda, DType::f32, cpu.npp, s.norms, bytes_of(cpu.norms));
   Matrix y = make_matrix(Device::cuda, DType::f32, kRows, p.head_dim, s.x, 0xFF);
   decode_rows(p, codes.view, norms.view, y.view);
   synchronize();
@@ -282,19 +292,6 @@ INSTANTIATE_TEST_SUITE_P(HeadDimsAndLayouts, RotationGpuTest,
                                             ::testing::Values(Layout::packed, Layout::padded)),
                          rotation_case_name);
 
-double min_round_trip_cosine(RowFormat format) {
-  switch (format) {
-    case RowFormat::tq8:
-      return 0.9999;
-    case RowFormat::tq6:
-      return 0.999;
-    case RowFormat::tq5:
-      return 0.998;
-    default:
-      return 0.99;
-  }
-}
-
 // encode → decode → unrotate entirely on the GPU recovers N(0,1) rows (SPEC §1.2 quality).
 TEST(CodecGpuRoundTrip, MeetsSpecCosine) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
@@ -323,7 +320,7 @@ TEST(CodecGpuRoundTrip, MeetsSpecCosine) {
         const std::vector<double> want(x.begin() + first, x.begin() + first + d);
         cosine_sum += testing::cosine(got, want);
       }
-      EXPECT_GE(cosine_sum / rows, min_round_trip_cosine(format));
+      EXPECT_GE(cosine_sum / rows, testing::min_round_trip_cosine(format));
     }
   }
 }

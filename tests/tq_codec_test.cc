@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codec_agreement.h"
 #include "common/f16.h"
 #include "oracle/tq_oracle.h"
 #include "test_support.h"
@@ -28,19 +29,6 @@ constexpr int kHeadDims[] = {256, 512};
 // u may land on the other side of a decision boundary when f32 and double rotations disagree
 // by rounding (oracle::kTqBoundaryTolerance); as in SPEC §5, at most 0.1% of codes may.
 constexpr double kMaxBoundaryMismatchFraction = 1e-3;
-
-double min_round_trip_cosine(RowFormat format) {
-  switch (format) {
-    case RowFormat::tq8:
-      return 0.9999;
-    case RowFormat::tq6:
-      return 0.999;
-    case RowFormat::tq5:
-      return 0.998;
-    default:
-      return 0.99;
-  }
-}
 
 // N(0,1) rows, optionally with a few channels 30× larger in every row (outlier channels).
 std::vector<float> test_rows(std::int64_t rows, int head_dim, bool outliers, std::uint64_t seed) {
@@ -201,7 +189,7 @@ TEST(TqCodec, RoundTripCosineMeetsSpec) {
                                  format_name(format) + (outliers ? "_outliers" : "_gaussian");
         RecordProperty(name, std::to_string(mean));
         std::cout << "[ measured ] " << name << " = " << mean << "\n";
-        EXPECT_GE(mean, min_round_trip_cosine(format)) << name;
+        EXPECT_GE(mean, testing::min_round_trip_cosine(format)) << name;
       }
     }
   }
