@@ -390,17 +390,16 @@ void add_layer_flags(CLI::App& command, AttentionOptions& options) {
 
 void register_attention_command(CLI::App& app) {
   static AttentionOptions options;
-  CLI::App* command = app.add_subcommand(
-      "attention",
+  CLI::App* command = add_command(
+      app, "attention",
       "One decode step on user tensors: append k/v to a cache, attend with q, write the output "
-      "and compare it with exact attention on the unquantized k/v");
+      "and compare it with exact attention on the unquantized k/v",
+      options, run_attention);
   add_tensor_flags(*command, options);
   add_layer_flags(*command, options);
   command->add_option("--output", options.output,
                       "Write the output [n, n_heads, D] f32 to .npy, or to .safetensors (as 'out', "
                       "with the exact reference as 'exact')");
-  command->footer(kGlobalOptionsFooter);
-  command->callback([] { run_attention(options); });
 }
 
 }  // namespace turbodecode::cli

@@ -138,10 +138,11 @@ void run_encode(const EncodeOptions& options) {
 
 void register_encode_command(CLI::App& app) {
   static EncodeOptions options;
-  CLI::App* command = app.add_subcommand(
-      "encode",
+  CLI::App* command = add_command(
+      app, "encode",
       "Round-trip a tensor's rows (last dimension D = 256 or 512) through the TurboQuant-HB "
-      "codec and report cosine, relative L2 and max abs error per format");
+      "codec and report cosine, relative L2 and max abs error per format",
+      options, run_encode);
   command->add_option("input", options.input, "Input tensor file (.npy or .safetensors)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -159,8 +160,6 @@ void register_encode_command(CLI::App& app) {
   command->add_option("--output", options.output,
                       "Write <format>.codes, <format>.norms and <format>.decoded to this "
                       ".safetensors file");
-  command->footer(kGlobalOptionsFooter);
-  command->callback([] { run_encode(options); });
 }
 
 }  // namespace turbodecode::cli
