@@ -31,7 +31,6 @@ __global__ void __launch_bounds__(kThreads, 4) expand_q8_kernel(const hc::Expand
        t0 += static_cast<std::int64_t>(gridDim.y) * kQ8TileTokens) {
     const std::int64_t left = mv.tokens - t0;
     const int tokens = left < kQ8TileTokens ? static_cast<int>(left) : kQ8TileTokens;
-    if (row != nullptr) prefetch_expand_inputs(ex, t0, d);
     float dots[kQ8TileTokens];
     q8_warp_row_dots<kThreads>(row, mv.input + t0 * mv.input_stride, mv.input_stride, tokens,
                                mv.cols, tile, dots);

@@ -175,23 +175,6 @@ __device__ void write_mix_rows(const hc::NormMixArgs& a, std::int64_t t0, int ro
   __syncthreads();
 }
 
-// Pulls what only the last block reads (the norm weight, split's scale and base) into L2 while
-// the partials are computed, one 128-byte line per thread, so the last block does not wait on
-// DRAM for them.
-__device__ void prefetch_tail_inputs(const hc::SplitCollapseArgs& sc, int chunk, int chunks) {
-  constexpr int kLineFloats = 32;
-  const std::int64_t lines = (sc.norm.embd + kLineFloats - 1) / kLineFloats;
-  for (std::int64_t l = static_cast<std::int64_t>(chunk) * kRowThreads + threadIdx.x; l < lines;
-       l += static_cast<std::int64_t>(chunks) * kRowThreads) {
-    prefetch_l2(sc.norm.weight + l * kLineFloats);
-  }
-  if (chunk == 0 && threadIdx.x == 0) {
-    prefetch_l2(sc.split.scale);
-    prefetch_l2(sc.split.base);
-    prefetch_l2(sc.split.base + hc_mix_width(sc.split.n_hc) - 1);
-  }
-}
-
 // kFull: HC-pre (else norm-mix only); kFixedN as for split_rows_block (unused by norm-mix).
 template <bool kFull, int kFixedN>
 __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
@@ -204,9 +187,6 @@ __global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kPreGroupRows;
   const std::int64_t left = p.norm_mix.rows - t0;
   const int rows_here = static_cast<int>(left < kPreGroupRows ? left : kPreGroupRows);
-  if constexpr (kFull) {
-    if (blockIdx.y == 0) prefetch_tail_inputs(p.split_collapse, chunk, p.chunks);
-  }
   write_partials(p, chunk, t0, rows_here, xs);
   if (!arrive_last(p.counters + blockIdx.y, p.chunks)) return;
   combine_partials(p, t0, rows_here, totals);

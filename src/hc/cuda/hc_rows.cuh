@@ -141,33 +141,6 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
   }
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
-}
-
-// Lanes of a warp pull what expand_element(args, t, d, ·) will read into L2 (x of every source
-// stream, the first and last comb and post entries, the block input) while the warp is busy
-// with something else, so the expand waits on L2 rather than DRAM.
-__device__ __forceinline__ void prefetch_expand_inputs(const hc::ExpandArgs& args, std::int64_t t,
-                                                       std::int64_t d) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int n = args.n_hc;
-  if (lane < n) {
-    prefetch_l2(args.x.at(t, lane) + d);
-  } else if (lane == n) {
-    prefetch_l2(&args.comb.data[t * args.comb.row_stride]);
-  } else if (lane == n + 1) {
-    prefetch_l2(&args.comb.data[t * args.comb.row_stride + (n - 1) * args.comb.source_stride +
-                                (n - 1) * args.comb.dest_stride]);
-  } else if (lane == n + 2) {
-    prefetch_l2(&args.post.data[t * args.post.row_stride]);
-  } else if (lane == n + 3) {
-    prefetch_l2(&args.post.data[t * args.post.row_stride + (n - 1) * args.post.stream_stride]);
-  } else if (lane == n + 4 && args.block.data != nullptr) {
-    prefetch_l2(args.block.row(t) + d);
-  }
-}
-
 // Expanded value of element d of row t for destination stream c, from v (the block input) and
 // the n source values x_d[r]; kFixedN > 0 unrolls n = kFixedN.
 template <int kFixedN>
