@@ -19,18 +19,12 @@ namespace turbodecode {
 namespace {
 
 using testing::HcProblem;
+using testing::HcShape;
 using testing::make_hc_problem;
 
-struct Shape {
-  int n_hc;
-  std::int64_t embd;
-  std::int64_t rows;
-  bool strided;
-};
-
-constexpr Shape kShapes[] = {{4, 4096, 1, false}, {4, 4096, 7, true}, {4, 5120, 2, false},
-                             {1, 64, 3, true},    {3, 33, 4, false},  {8, 128, 3, true},
-                             {16, 64, 2, true},   {4, 100, 9, true}};
+constexpr HcShape kShapes[] = {{4, 4096, 1, false}, {4, 4096, 7, true}, {4, 5120, 2, false},
+                               {1, 64, 3, true},    {3, 33, 4, false},  {8, 128, 3, true},
+                               {16, 64, 2, true},   {4, 100, 9, true}};
 
 class HcGpu : public ::testing::Test {
  protected:
@@ -42,7 +36,7 @@ class HcGpu : public ::testing::Test {
 // Runs check(problem, device) on both backends and compares CUDA with CPU.
 template <class Check>
 void on_both_backends(Check check) {
-  for (const Shape& s : kShapes) {
+  for (const HcShape& s : kShapes) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
                  std::to_string(s.embd) + ", T " + std::to_string(s.rows));

@@ -44,6 +44,14 @@ inline std::vector<double> widen(const float* data, std::int64_t count) {
 
 // Host inputs of one HC problem. x rows are padded when `strided`: stream stride E + 4 and row
 // stride n·(E + 4) + 8, so every strided path is exercised.
+// One shape of an HC test case: streams, width, token rows, and whether the views are strided.
+struct HcShape {
+  int n_hc;
+  std::int64_t embd;
+  std::int64_t rows;
+  bool strided;
+};
+
 struct HcProblem {
   HcParams params;
   std::int64_t rows = 1;

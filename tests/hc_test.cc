@@ -13,23 +13,17 @@ namespace turbodecode {
 namespace {
 
 using testing::HcProblem;
+using testing::HcShape;
 using testing::make_hc_problem;
 
-struct Shape {
-  int n_hc;
-  std::int64_t embd;
-  std::int64_t rows;
-  bool strided;
-};
-
 // n = 4 fast path and general n from 1 to 16, odd widths, strided states, T > 1.
-constexpr Shape kShapes[] = {{4, 256, 1, false}, {4, 256, 5, true},  {1, 64, 3, true},
-                             {2, 100, 2, true},  {3, 33, 4, false},  {8, 128, 3, true},
-                             {16, 64, 2, true},  {4, 4096, 1, false}};
+constexpr HcShape kShapes[] = {{4, 256, 1, false}, {4, 256, 5, true},  {1, 64, 3, true},
+                               {2, 100, 2, true},  {3, 33, 4, false},  {8, 128, 3, true},
+                               {16, 64, 2, true},  {4, 4096, 1, false}};
 
 template <class Check>
 void for_each_shape(Check check) {
-  for (const Shape& s : kShapes) {
+  for (const HcShape& s : kShapes) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
                  std::to_string(s.embd) + ", T " + std::to_string(s.rows));
