@@ -161,6 +161,19 @@ TEST_F(Cli, MainJobReportsEveryFormat) {
   }
 }
 
+TEST_F(Cli, HcChainAgreesWithTheOracle) {
+  SCOPED_TRACE(seed_);
+  const nlohmann::json report = parse_json(
+      run("hc --n-hc 4 --embd 256 --rows 3 --shared-width 64 --repeats 2 --json --seed " +
+          std::to_string(seed_ % 100000)));
+  EXPECT_EQ(report["checked_rows"], 3);
+  ASSERT_EQ(report["relative_l2"].size(), 4u);
+  for (const auto& [output, error] : report["relative_l2"].items()) {
+    EXPECT_LE(error.get<double>(), 1e-5) << output;  // SPEC §5: f32 paths within 1e-5
+  }
+  EXPECT_GT(report["us_per_call"]["layer (all four)"].get<double>(), 0.0);
+}
+
 TEST_F(Cli, BadInputsFailWithClearMessages) {
   std::FILE* file = std::fopen(path("bad.npy").c_str(), "wb");
   std::fputs("\x93NUMPY\x01\x00\x10\x00{'descr': '<f8'", file);
