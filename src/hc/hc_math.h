@@ -22,6 +22,19 @@ TD_HOST_DEVICE float hc_mul(float a, float b) {
 #endif
 }
 
+// 1/x for the Sinkhorn normalisations. On the GPU the correctly rounded reciprocal costs a
+// branchy slow-path check per call, and one thread runs 20 dependent rounds of them: measured
+// on an H200 (2026-11-30), one n = 4 split took 7.6 µs with 1/x and 4.8 µs with __fdividef
+// (≤ 2 ulp; the sums it divides by lie in [ε, n], far from its range limits). Fused and
+// unfused kernels share this function, so they still agree bitwise; the CPU keeps 1/x.
+TD_HOST_DEVICE float hc_reciprocal(float x) {
+#ifdef __CUDA_ARCH__
+  return __fdividef(1.0f, x);
+#else
+  return 1.0f / x;
+#endif
+}
+
 // Logistic function that never exponentiates a positive number: finite and exact at the
 // extremes (σ(±1e30) is 1 / 0), NaN only for NaN input.
 TD_HOST_DEVICE float hc_sigmoid(float z) {
@@ -66,7 +79,7 @@ TD_HOST_DEVICE void hc_normalise_lines(float* c, int n, int line_stride, int ele
     for (int k = 0; k < count; ++k) sum += c[l * line_stride + k * element_stride];
     inv[l] = sum + eps;
   }
-  for (int l = 0; l < count; ++l) inv[l] = 1.0f / inv[l];
+  for (int l = 0; l < count; ++l) inv[l] = hc_reciprocal(inv[l]);
   for (int l = 0; l < count; ++l) {
     for (int k = 0; k < count; ++k) {
       c[l * line_stride + k * element_stride] =
@@ -117,7 +130,7 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
     }
     inv[r] = sum;
   }
-  for (int r = 0; r < count; ++r) inv[r] = 1.0f / inv[r];
+  for (int r = 0; r < count; ++r) inv[r] = hc_reciprocal(inv[r]);
   for (int r = 0; r < count; ++r) {
     for (int k = 0; k < count; ++k) c[r * count + k] = fmaf(c[r * count + k], inv[r], eps);
   }
