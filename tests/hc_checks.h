@@ -31,16 +31,23 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Every comb row and column of a split row sums to 1 within 1e-4 (SPEC §5).
-inline void expect_doubly_stochastic(const float* split_row, int n) {
+// Every comb column of a split row sums to 1 within 1e-4 (SPEC §5; the last Sinkhorn step
+// normalises columns), and every comb row to what the double-precision oracle's row sums to,
+// within 1e-4. Rows are not always within 1e-4 of 1: 20 rounds do not fully converge on some
+// random inputs even in exact arithmetic (n = 4, E = 100, T = 9, seed 16814017334966775874:
+// the oracle's row 3 of token 2 sums to 0.999586).
+inline void expect_doubly_stochastic(const float* split_row, const std::vector<double>& oracle,
+                                     int n) {
   const float* comb = split_row + 2 * n;
+  const double* exact = oracle.data() + 2 * n;
   for (int a = 0; a < n; ++a) {
-    double row = 0.0, col = 0.0;
+    double row = 0.0, col = 0.0, exact_row = 0.0;
     for (int b = 0; b < n; ++b) {
       row += comb[a * n + b];
       col += comb[b * n + a];
+      exact_row += exact[a * n + b];
     }
-    EXPECT_NEAR(row, 1.0, 1e-4) << "comb row " << a;
+    EXPECT_NEAR(row, exact_row, 1e-4) << "comb row " << a;
     EXPECT_NEAR(col, 1.0, 1e-4) << "comb column " << a;
   }
 }
@@ -58,9 +65,9 @@ inline std::vector<float> check_split(const HcProblem& p, Device device) {
            split.view(DType::f32, {p.rows, p.mix_width()}));
   const auto got = to_host<float>(split);
   for (std::int64_t t = 0; t < p.rows; ++t) {
-    EXPECT_LE(relative_l2(float_row(got, t, p.mix_width()), oracle_split(p, t)), kHcTolerance)
-        << "row " << t;
-    expect_doubly_stochastic(got.data() + t * p.mix_width(), p.params.n_hc);
+    const std::vector<double> exact = oracle_split(p, t);
+    EXPECT_LE(relative_l2(float_row(got, t, p.mix_width()), exact), kHcTolerance) << "row " << t;
+    expect_doubly_stochastic(got.data() + t * p.mix_width(), exact, p.params.n_hc);
   }
   return got;
 }
