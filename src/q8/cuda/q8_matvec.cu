@@ -1,5 +1,5 @@
-// Q8_0 matvec kernel: one warp per output row, tiles of kQ8TileTokens token rows on the grid's
-// y axis, so each weight row is read once per tile rather than once per token.
+// Q8_0 matvec kernel: one warp per output row, tiles of kTokens token rows on the grid's y axis,
+// so each weight row is read once per tile rather than once per token.
 #include "common/cuda_check.cuh"
 #include "q8/cuda/q8_cuda.h"
 #include "q8/cuda/q8_warp_dot.cuh"
@@ -9,26 +9,27 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+constexpr std::int64_t kMaxGridY = 65535;
 
-// At T = 1 the 4096 × 2048 grid (512 blocks) is resident in one wave at 4 blocks per SM.
-__global__ void __launch_bounds__(kThreads, 4) q8_matvec_kernel(const q8::MatvecArgs args) {
+// At T = 1 the 4096 × 2048 grid (512 blocks) is resident in one wave at 4 blocks per SM. Token
+// rows first_token + kTokens·tile for the grid's tiles.
+template <int kTokens>
+__global__ void __launch_bounds__(kThreads, 4)
+    q8_matvec_kernel(const q8::MatvecArgs args, std::int64_t first_token, std::int64_t tiles) {
   __shared__ Q8InputTile tile;
+  __shared__ Q8RowBuffer buffers[kWarpsPerBlock];
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   // Warps past the last row still take part in the block's input staging.
   const std::uint8_t* row = r < args.out_rows ? args.weight + r * args.row_stride_bytes : nullptr;
-  for (std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kQ8TileTokens; t0 < args.tokens;
-       t0 += static_cast<std::int64_t>(gridDim.y) * kQ8TileTokens) {
-    const std::int64_t left = args.tokens - t0;
-    const int tokens = left < kQ8TileTokens ? static_cast<int>(left) : kQ8TileTokens;
-    float dots[kQ8TileTokens];
-    q8_warp_row_dots<kThreads>(row, args.input + t0 * args.input_stride, args.input_stride, tokens,
-                               args.cols, tile, dots);
+  for (std::int64_t y = blockIdx.y; y < tiles; y += gridDim.y) {
+    const std::int64_t t0 = first_token + y * kTokens;
+    float dots[kTokens];
+    q8_warp_row_dots<kThreads, kTokens>(row, args.input + t0 * args.input_stride,
+                                        args.input_stride, args.cols, tile, buffers[warp], dots);
     if (row != nullptr && threadIdx.x % kWarpSize == 0) {
 #pragma unroll
-      for (int i = 0; i < kQ8TileTokens; ++i) {
-        if (i < tokens) args.out[(t0 + i) * args.out_stride + r] = dots[i];
-      }
+      for (int i = 0; i < kTokens; ++i) args.out[(t0 + i) * args.out_stride + r] = dots[i];
     }
   }
 }
@@ -36,11 +37,19 @@ __global__ void __launch_bounds__(kThreads, 4) q8_matvec_kernel(const q8::Matvec
 }  // namespace
 
 void q8_matvec(const q8::MatvecArgs& args, Stream stream) {
-  const std::int64_t tiles = (args.tokens + kQ8TileTokens - 1) / kQ8TileTokens;
-  const dim3 grid(static_cast<unsigned>((args.out_rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
-  q8_matvec_kernel<<<grid, kThreads, 0, native(stream)>>>(args);
-  TD_CUDA_CHECK_LAUNCH("q8_matvec_kernel");
+  // Prefill: tensor cores (q8_mma_matvec.cu). Rows at T ≤ kQ8TileTokens take this CUDA-core
+  // kernel, larger T the tensor-core one: results are batch-invariant within each range but
+  // not across it.
+  if (args.tokens > kQ8TileTokens) {
+    q8_matvec_mma(args, stream);
+    return;
+  }
+  const auto blocks = static_cast<unsigned>((args.out_rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  for_each_q8_tile_size(args.tokens, [&]<int kTokens>(std::int64_t first, std::int64_t tiles) {
+    const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+    q8_matvec_kernel<kTokens><<<grid, kThreads, 0, native(stream)>>>(args, first, tiles);
+    TD_CUDA_CHECK_LAUNCH("q8_matvec_kernel");
+  });
 }
 
 }  // namespace turbodecode::cuda

@@ -21,37 +21,46 @@ __device__ __forceinline__ float warp_sum(float value) {
   return value;
 }
 
-// A row is read in spans of kQ8SpanBlocks blocks (2048 weights, 2176 bytes = 136 16-byte
-// chunks), each lane loading its chunks of the span into registers with 16-byte loads, all in
-// flight together. The block stages the span's inputs in shared memory:
-// a chunk covers about 15 weights, so lane-strided input reads from global memory would touch
-// 15 cache lines per warp load, against 2 shared-memory wavefronts.
-inline constexpr int kQ8SpanBlocks = 64;
+// A row is read in spans of kQ8SpanBlocks blocks (1024 weights, 1088 bytes). Each lane loads
+// its 16-byte chunks of the span into registers (all in flight together), the warp stores them
+// in its shared row buffer, and then reads them back block by block: the 34-byte blocks do not
+// line up with 16-byte chunks, and the buffer turns that into aligned shared-memory reads. The
+// registers then already hold the next span's loads while this span is computed.
+inline constexpr int kQ8SpanBlocks = 32;
 inline constexpr int kQ8SpanCols = kQ8SpanBlocks * kQ8BlockValues;
 inline constexpr int kQ8SpanBytes = kQ8SpanBlocks * kQ8BlockBytes;
 inline constexpr int kQ8ChunkBytes = 16;
 inline constexpr int kQ8ChunksPerLane = (kQ8SpanBytes / kQ8ChunkBytes + kWarpSize - 1) / kWarpSize;
 inline constexpr int kQ8TileTokens = 4;  // input rows per weight-row read (T > 1)
-// A block is 17 half-words: the f16 scale, then 16 pairs of weights.
-inline constexpr int kQ8BlockHalves = kQ8BlockBytes / 2;
+// A warp computes kQ8GroupBlocks blocks at a time: lane l takes weights 4(l % 8) .. 4(l % 8) + 3
+// of block l / 8, so the group's inputs are one contiguous float4 per lane.
+inline constexpr int kQ8GroupBlocks = kWarpSize * 4 / kQ8BlockValues;
+inline constexpr int kQ8LaneValues = 4;
 
 // The inputs of one span for a tile of tokens, shared by the block's warps.
 struct alignas(16) Q8InputTile {
   float x[kQ8TileTokens][kQ8SpanCols];
 };
 
-// Copies inputs [first_col, first_col + cols) of `tokens` rows into the tile, 16 bytes at a time
+// One warp's copy of a span: byte i of the span at bytes[shift + i], where shift is the span's
+// address modulo 16, so that its 16-byte chunks land on 16-byte boundaries. The slack covers the
+// shift and the last block's aligned word reads.
+struct alignas(16) Q8RowBuffer {
+  std::uint8_t bytes[kQ8SpanBytes + 2 * kQ8ChunkBytes];
+};
+
+// Copies inputs [first_col, first_col + cols) of kTokens rows into the tile, 16 bytes at a time
 // when the rows allow. Called by every thread of the block; synchronises before (the previous span
 // has been read) and after (the tile is complete).
-template <int kThreads>
-__device__ __forceinline__ void stage_inputs(const float* x, std::int64_t x_stride, int tokens,
+template <int kThreads, int kTokens>
+__device__ __forceinline__ void stage_inputs(const float* x, std::int64_t x_stride,
                                              std::int64_t first_col, int cols, Q8InputTile& tile) {
   __syncthreads();
   const bool vectors = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  for (int i = 0; i < tokens; ++i) {
+#pragma unroll
+  for (int i = 0; i < kTokens; ++i) {
     const float* src = x + i * x_stride + first_col;
     if (vectors) {
-#pragma unroll 2
       for (int v = threadIdx.x; v < cols / 4; v += kThreads) {
         reinterpret_cast<float4*>(tile.x[i])[v] = __ldg(reinterpret_cast<const float4*>(src) + v);
       }
@@ -62,10 +71,6 @@ __device__ __forceinline__ void stage_inputs(const float* x, std::int64_t x_stri
   __syncthreads();
 }
 
-// The f16 bits of a block's scale d.
-__device__ __forceinline__ std::uint32_t q8_scale_bits(const std::uint8_t* block) {
-  return __ldg(reinterpret_cast<const std::uint16_t*>(block));
-}
 __device__ __forceinline__ float f16_bits_to_float(std::uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<std::uint16_t>(bits & 0xffffu)));
 }
@@ -82,29 +87,18 @@ __device__ __forceinline__ float q8_weight(std::uint32_t biased_word, int byte) 
   return __uint_as_float(__byte_perm(biased_word, 0x4B000000u, 0x7540u + byte)) - kQ8BiasedZero;
 }
 
-// What a lane has loaded of one span of its row: up to kQ8ChunksPerLane 16-byte chunks (chunk
-// lane + 32·s of the span's 16-byte aligned part), the scales of the blocks they touch, and at
-// most one loose half-word from the span's unaligned head or tail. Two 16-bit values share a
-// register, so that a whole span stays within 64 registers.
-struct Q8SpanLoads {
-  uint4 chunk[kQ8ChunksPerLane];
-  // Low half: d of the block the chunk starts in; high half: d of the block starting inside
-  // the chunk when that block has weights in it, else 0.
-  std::uint32_t scales[kQ8ChunksPerLane];
-  std::uint32_t loose = 0;  // low half: the weight pair (or a scale); high half: its block's d
-};
-
 // Where a span's bytes lie: `lead` bytes before the first 16-byte boundary, `chunks` whole
 // chunks, then the tail. Lanes below loose_halves() own one head or tail half-word each.
 struct Q8SpanLayout {
   int bytes = 0;
+  int shift = 0;  // the span's address modulo 16
   int lead = 0;
   int chunks = 0;
 
   __device__ __forceinline__ Q8SpanLayout(const std::uint8_t* span, int span_bytes)
       : bytes(span_bytes) {
-    const int misalign = static_cast<int>(reinterpret_cast<std::uintptr_t>(span) % kQ8ChunkBytes);
-    lead = min(span_bytes, (kQ8ChunkBytes - misalign) % kQ8ChunkBytes);
+    shift = static_cast<int>(reinterpret_cast<std::uintptr_t>(span) % kQ8ChunkBytes);
+    lead = min(span_bytes, (kQ8ChunkBytes - shift) % kQ8ChunkBytes);
     chunks = (span_bytes - lead) / kQ8ChunkBytes;
   }
   __device__ __forceinline__ int loose_halves() const {
@@ -112,12 +106,15 @@ struct Q8SpanLayout {
   }
   // Byte offset in the span of loose half-word w.
   __device__ __forceinline__ int loose_offset(int w) const {
-    return w < lead / 2 ? 2 * w : kQ8ChunkBytes * chunks + 2 * w;
+    return w < lead / 2 ? 2 * w : lead + kQ8ChunkBytes * chunks + 2 * (w - lead / 2);
   }
-  // Half-word index in the span of the first half-word of chunk c.
-  __device__ __forceinline__ int chunk_half(int c) const {
-    return lead / 2 + (kQ8ChunkBytes / 2) * c;
-  }
+};
+
+// A lane's loads of one span: chunks lane + 32·s of the span's aligned part and at most one
+// loose half-word of its head or tail.
+struct Q8SpanLoads {
+  uint4 chunk[kQ8ChunksPerLane];
+  std::uint16_t loose = 0;
 };
 
 // Issues every load of the lane's part of the span before any is used.
@@ -127,116 +124,136 @@ __device__ __forceinline__ void load_span(const std::uint8_t* span, const Q8Span
 #pragma unroll
   for (int s = 0; s < kQ8ChunksPerLane; ++s) {
     const int c = lane + kWarpSize * s;
-    loads.scales[s] = 0;
-    if (c < layout.chunks) {
-      loads.chunk[s] = __ldg(chunks + c);
-      const int half = layout.chunk_half(c);
-      const int block = half / kQ8BlockHalves;
-      const int position = half - block * kQ8BlockHalves;
-      loads.scales[s] = q8_scale_bits(span + block * kQ8BlockBytes);
-      // The next block's weights start inside this chunk when its scale is at half ≤ 6.
-      if (position + 7 > kQ8BlockHalves) {
-        loads.scales[s] |= q8_scale_bits(span + (block + 1) * kQ8BlockBytes) << 16;
-      }
-    }
+    if (c < layout.chunks) loads.chunk[s] = __ldg(chunks + c);
   }
   if (lane < layout.loose_halves()) {
-    const int offset = layout.loose_offset(lane);
-    loads.loose = __ldg(reinterpret_cast<const std::uint16_t*>(span + offset)) |
-                  q8_scale_bits(span + offset / kQ8BlockBytes * kQ8BlockBytes) << 16;
+    loads.loose = __ldg(reinterpret_cast<const std::uint16_t*>(span + layout.loose_offset(lane)));
   }
 }
 
-// Adds the lane's part of the span to acc[i] for tokens i < tokens: per chunk, the weights of
-// the block it starts in and of the next block are summed separately (half-words in order) and
-// then scaled by their d; the loose half-word comes last.
-__device__ __forceinline__ void accumulate_span(const Q8SpanLoads& loads,
-                                                const Q8SpanLayout& layout, int lane,
-                                                const Q8InputTile& tile, int tokens,
-                                                float (&acc)[kQ8TileTokens]) {
+// Stores the lane's loads into the warp's row buffer (the caller synchronises the warp).
+__device__ __forceinline__ void store_span(const Q8SpanLoads& loads, const Q8SpanLayout& layout,
+                                           int lane, Q8RowBuffer& buffer) {
+  std::uint8_t* base = buffer.bytes + layout.shift;
 #pragma unroll
   for (int s = 0; s < kQ8ChunksPerLane; ++s) {
     const int c = lane + kWarpSize * s;
-    if (c >= layout.chunks) continue;
-    const int half = layout.chunk_half(c);
-    const int block = half / kQ8BlockHalves;
-    const int position = half - block * kQ8BlockHalves;  // of the chunk's first half-word
-    // Weight pair p of block b is at columns 32b + 2(p − 1); the next block's pairs sit one
-    // half-word (its scale) later in the chunk, hence 2 columns earlier relative to `col`.
-    const int col = kQ8BlockValues * block + 2 * (position - 1);
-    const std::uint32_t words[4] = {loads.chunk[s].x ^ kQ8SignBits, loads.chunk[s].y ^ kQ8SignBits,
-                                    loads.chunk[s].z ^ kQ8SignBits, loads.chunk[s].w ^ kQ8SignBits};
-#pragma unroll
-    for (int i = 0; i < kQ8TileTokens; ++i) {
-      if (i >= tokens) continue;
-      float first = 0.0f;
-      float next = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kQ8ChunkBytes / 2; ++k) {
-        const int p = position + k;
-        if (p == 0 || p == kQ8BlockHalves) continue;  // a scale
-        const float low = q8_weight(words[k / 2], 2 * (k % 2));
-        const float high = q8_weight(words[k / 2], 2 * (k % 2) + 1);
-        const bool in_next = p > kQ8BlockHalves;
-        const float2 xv =
-            *reinterpret_cast<const float2*>(&tile.x[i][col + 2 * k - (in_next ? 2 : 0)]);
-        if (in_next) {
-          next = fmaf(low, xv.x, next);
-          next = fmaf(high, xv.y, next);
-        } else {
-          first = fmaf(low, xv.x, first);
-          first = fmaf(high, xv.y, first);
-        }
-      }
-      acc[i] = fmaf(f16_bits_to_float(loads.scales[s]), first, acc[i]);
-      acc[i] = fmaf(f16_bits_to_float(loads.scales[s] >> 16), next, acc[i]);
+    if (c < layout.chunks) {
+      *reinterpret_cast<uint4*>(base + layout.lead + kQ8ChunkBytes * c) = loads.chunk[s];
     }
   }
   if (lane < layout.loose_halves()) {
-    const int half = layout.loose_offset(lane) / 2;
-    const int block = half / kQ8BlockHalves;
-    const int position = half - block * kQ8BlockHalves;
-    if (position != 0) {
-      const int col = kQ8BlockValues * block + 2 * (position - 1);
+    *reinterpret_cast<std::uint16_t*>(base + layout.loose_offset(lane)) = loads.loose;
+  }
+}
+
+// The 4 bytes at an even, possibly unaligned, offset of the row buffer.
+__device__ __forceinline__ std::uint32_t buffer_word(const Q8RowBuffer& buffer, int offset) {
+  const auto* words = reinterpret_cast<const std::uint32_t*>(buffer.bytes + (offset & ~3));
+  return __funnelshift_r(words[0], words[1], 8 * (offset & 3));
+}
+
+// Adds the lane's part of a buffered span to acc[i] for tokens i < kTokens: per group of
+// kQ8GroupBlocks blocks, the lane's 4 products summed in order, then scaled by the block's d.
+template <int kTokens>
+__device__ __forceinline__ void accumulate_span(const Q8RowBuffer& buffer, int shift,
+                                                int span_blocks, int lane,
+                                                const Q8InputTile& tile,
+                                                float (&acc)[kTokens]) {
+  const int quarter = lane % (kQ8BlockValues / kQ8LaneValues);
+  const int lane_block = lane / (kQ8BlockValues / kQ8LaneValues);
+  // Unrolled only while the rows' inputs fit the 64 registers of 4 blocks per SM.
+#pragma unroll(kTokens > 2 ? 1 : 2)
+  for (int first = 0; first < span_blocks; first += kQ8GroupBlocks) {
+    const int block = first + lane_block;
+    if (block >= span_blocks) break;
+    const int offset = shift + kQ8BlockBytes * block;
+    const float d = f16_bits_to_float(
+        *reinterpret_cast<const std::uint16_t*>(buffer.bytes + offset));
+    const std::uint32_t biased = buffer_word(buffer, offset + 2 + kQ8LaneValues * quarter) ^
+                                 kQ8SignBits;
+    const float w0 = q8_weight(biased, 0);
+    const float w1 = q8_weight(biased, 1);
+    const float w2 = q8_weight(biased, 2);
+    const float w3 = q8_weight(biased, 3);
+    const int col = kQ8BlockValues * first + kQ8LaneValues * lane;
 #pragma unroll
-      for (int i = 0; i < kQ8TileTokens; ++i) {
-        if (i >= tokens) continue;
-        const float2 xv = *reinterpret_cast<const float2*>(&tile.x[i][col]);
-        const std::uint32_t biased = loads.loose ^ kQ8SignBits;
-        float dot = q8_weight(biased, 0) * xv.x;
-        dot = fmaf(q8_weight(biased, 1), xv.y, dot);
-        acc[i] = fmaf(f16_bits_to_float(loads.loose >> 16), dot, acc[i]);
-      }
+    for (int i = 0; i < kTokens; ++i) {
+      const float4 xv = *reinterpret_cast<const float4*>(&tile.x[i][col]);
+      float dot = w0 * xv.x;
+      dot = fmaf(w1, xv.y, dot);
+      dot = fmaf(w2, xv.z, dot);
+      dot = fmaf(w3, xv.w, dot);
+      acc[i] = fmaf(d, dot, acc[i]);
     }
   }
 }
 
-// dots[i] = Σ_j row[j]·x[i·x_stride + j] for i < tokens (≤ kQ8TileTokens); every lane of the warp
-// gets them. Called by every thread of a block of kThreads threads (it synchronises the block);
-// a warp without a row passes row = nullptr and gets zeros. Each lane accumulates its chunks in
-// span and chunk order, and the warp sum adds the lanes in a fixed order, so a token's result
-// depends neither on the batch nor on the kernel. `row` must be 2-byte aligned.
-template <int kThreads>
+// dots[i] = Σ_j row[j]·x[i·x_stride + j] for i < kTokens (≤ kQ8TileTokens, compile-time, so a
+// decode step issues no instructions for absent rows); every lane of the warp gets them. Called
+// by every thread of a block of kThreads threads (it synchronises the block); a warp without a
+// row passes row = nullptr and gets zeros. Each lane accumulates its weights in span and group
+// order, and the warp sum adds the lanes in a fixed order, so a token's result depends neither
+// on the batch nor on the kernel. `row` must be 2-byte aligned.
+template <int kThreads, int kTokens>
 __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const float* x,
-                                                 std::int64_t x_stride, int tokens,
-                                                 std::int64_t cols, Q8InputTile& tile,
-                                                 float (&dots)[kQ8TileTokens]) {
+                                                 std::int64_t x_stride, std::int64_t cols,
+                                                 Q8InputTile& tile, Q8RowBuffer& buffer,
+                                                 float (&dots)[kTokens]) {
+  static_assert(kTokens >= 1 && kTokens <= kQ8TileTokens, "a tile holds kQ8TileTokens rows");
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::int64_t blocks = cols / kQ8BlockValues;
-  float acc[kQ8TileTokens] = {};
-  for (std::int64_t first = 0; first < blocks; first += kQ8SpanBlocks) {
+  const auto span_at = [&](std::int64_t first) {
+    return row != nullptr ? row + first * kQ8BlockBytes : nullptr;
+  };
+  const auto blocks_at = [&](std::int64_t first) {
     const std::int64_t left = blocks - first;
-    const int span_blocks = left < kQ8SpanBlocks ? static_cast<int>(left) : kQ8SpanBlocks;
-    const std::uint8_t* span = row != nullptr ? row + first * kQ8BlockBytes : nullptr;
-    const Q8SpanLayout layout(span, span != nullptr ? span_blocks * kQ8BlockBytes : 0);
-    Q8SpanLoads loads;
-    load_span(span, layout, lane, loads);  // in flight while the inputs are staged
-    stage_inputs<kThreads>(x, x_stride, tokens, first * kQ8BlockValues,
-                           span_blocks * kQ8BlockValues, tile);
-    accumulate_span(loads, layout, lane, tile, tokens, acc);
+    return left < kQ8SpanBlocks ? static_cast<int>(left) : kQ8SpanBlocks;
+  };
+  float acc[kTokens] = {};
+  Q8SpanLoads loads;
+  Q8SpanLayout layout(span_at(0), row != nullptr ? blocks_at(0) * kQ8BlockBytes : 0);
+  load_span(span_at(0), layout, lane, loads);
+  for (std::int64_t first = 0; first < blocks; first += kQ8SpanBlocks) {
+    const int span_blocks = blocks_at(first);
+    // The loads of this span are in flight while its inputs are staged.
+    stage_inputs<kThreads, kTokens>(x, x_stride, first * kQ8BlockValues,
+                                    span_blocks * kQ8BlockValues, tile);
+    __syncwarp();  // the previous span's buffer has been read by every lane
+    store_span(loads, layout, lane, buffer);
+    __syncwarp();
+    const int shift = layout.shift;
+    const std::int64_t next = first + kQ8SpanBlocks;
+    if (next < blocks) {
+      layout = Q8SpanLayout(span_at(next), row != nullptr ? blocks_at(next) * kQ8BlockBytes : 0);
+      load_span(span_at(next), layout, lane, loads);
+    }
+    if (row != nullptr) accumulate_span<kTokens>(buffer, shift, span_blocks, lane, tile, acc);
   }
 #pragma unroll
-  for (int i = 0; i < kQ8TileTokens; ++i) dots[i] = i < tokens ? warp_sum(acc[i]) : 0.0f;
+  for (int i = 0; i < kTokens; ++i) dots[i] = warp_sum(acc[i]);
+}
+
+// Runs launch.template operator()<kTokens>(first_token, tiles) over T token rows: whole tiles of
+// kQ8TileTokens rows, then one tile of the T mod kQ8TileTokens rows left.
+template <class Launch>
+void for_each_q8_tile_size(std::int64_t tokens, const Launch& launch) {
+  const std::int64_t whole = tokens / kQ8TileTokens;
+  if (whole > 0) launch.template operator()<kQ8TileTokens>(0, whole);
+  const std::int64_t first = whole * kQ8TileTokens;
+  switch (tokens - first) {
+    case 1:
+      launch.template operator()<1>(first, 1);
+      break;
+    case 2:
+      launch.template operator()<2>(first, 1);
+      break;
+    case 3:
+      launch.template operator()<3>(first, 1);
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace turbodecode::cuda
