@@ -3,10 +3,14 @@
 // graph, extreme inputs. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "hc_checks.h"
 #include "turbodecode/error.h"
@@ -124,6 +128,150 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
       testing::bitwise_equal(testing::float_row(all.split, row, batch.mix_width()), one.split));
 }
 
+// Batch sizes and widths at the edges of HC-pre's launch schedule: ragged groups of 4 and 8
+// rows, bands of groups, a last chunk of one span (E = 4104), rows that are not 16-byte
+// aligned (E = 4100: scalar loads), widths below one half chunk, M > 32 (several rounds of
+// outputs, with and without bands).
+TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
+  constexpr HcShape kEdges[] = {{4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true},
+                                {4, 4100, 9, false}, {3, 40, 70, true},    {8, 128, 33, false},
+                                {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true}};
+  for (const HcShape& s : kEdges) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
+                 std::to_string(s.embd) + ", T " + std::to_string(s.rows));
+    HcParams params;
+    params.n_hc = s.n_hc;
+    params.embd = s.embd;
+    const HcProblem p = make_hc_problem(params, s.rows, seed, s.strided);
+    const auto gpu = testing::check_pre(p, Device::cuda);
+    const auto cpu = testing::check_pre(p, Device::cpu);
+    EXPECT_LE(testing::relative_l2(
+                  gpu.normed,
+                  testing::widen(cpu.normed.data(), static_cast<std::int64_t>(cpu.normed.size()))),
+              testing::kHcTolerance);
+  }
+}
+
+// A row's HC-pre outputs are bitwise the same alone (half-chunk blocks) and inside batches run
+// with whole-chunk blocks, groups of 4 or 8 rows and bands of groups.
+TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
+  for (const auto& [rows, strided] :
+       {std::pair<std::int64_t, bool>{40, false}, {70, true}, {512, true}}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
+    const HcProblem batch = make_hc_problem(HcParams{}, rows, seed, strided);
+    const auto run = [](const HcProblem& p) {
+      testing::HcDeviceInputs in(p, Device::cuda);
+      const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+      Buffer workspace = testing::zeroed_workspace(plan);
+      return testing::run_pre(in, plan, workspace, 1);
+    };
+    const auto all = run(batch);
+    const std::int64_t e = batch.params.embd;
+    const int m = batch.mix_width();
+    for (std::int64_t row : {std::int64_t{0}, std::int64_t{7}, std::int64_t{8}, rows - 1}) {
+      HcProblem single = batch;
+      single.rows = 1;
+      single.x.assign(batch.x.begin() + row * batch.x_row_stride,
+                      batch.x.begin() + (row + 1) * batch.x_row_stride);
+      single.mix.resize(static_cast<std::size_t>(m));
+      const auto one = run(single);
+      EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.mix, row, m), one.mix)) << row;
+      EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.split, row, m), one.split));
+      EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.normed, row, e), one.normed));
+    }
+  }
+}
+
+// x and W that are not 16-byte aligned take the scalar loads; the values, and so the results,
+// are those of the 16-byte loads.
+TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const HcProblem p = make_hc_problem(HcParams{}, 33, seed, true);
+  testing::HcDeviceInputs in(p, Device::cuda);
+  const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+  Buffer workspace = testing::zeroed_workspace(plan);
+  const int m = p.mix_width();
+  const auto norm_mix = [&](const TensorView& x, const TensorView& weight) {
+    Buffer mix = testing::poisoned(Device::cuda, p.rows * m);
+    hc_norm_mix(plan, x, weight, mix.view(DType::f32, {p.rows, m}),
+                workspace.view(DType::u8, {workspace.bytes()}));
+    return testing::to_host<float>(mix);
+  };
+  std::vector<float> x_shifted(p.x.size() + 1, 0.0f);
+  std::copy(p.x.begin(), p.x.end(), x_shifted.begin() + 1);
+  std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
+  std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
+  Buffer x_d = testing::to_device(Device::cuda, x_shifted);
+  Buffer w_d = testing::to_device(Device::cuda, w_shifted);
+  const TensorView x_view =
+      testing::strided_view(x_d, DType::f32, {p.rows, p.params.n_hc, p.params.embd},
+                            {p.x_row_stride, p.x_stream_stride, 1}, 1);
+  const TensorView w_view =
+      testing::strided_view(w_d, DType::f16, {m, p.width()}, {p.width(), 1}, 1);
+  const auto vector = norm_mix(in.x_view(), in.mix_weight_view());
+  EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, in.mix_weight_view()), vector)) << "x";
+  EXPECT_TRUE(testing::bitwise_equal(norm_mix(in.x_view(), w_view), vector)) << "W";
+  EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, w_view), vector)) << "both";
+}
+
+// One workspace serves runs of different T (different group sizes and counters) in turn.
+TEST_F(HcGpu, PreWorkspaceServesEveryBatchSizeInTurn) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const HcProblem full = make_hc_problem(HcParams{}, 512, seed, false);
+  const HcPrePlan plan = plan_hc_pre(full.params, full.rows, Device::cuda);
+  Buffer workspace = testing::zeroed_workspace(plan);
+  for (std::int64_t rows : {512, 5, 100, 1, 64, 512}) {
+    SCOPED_TRACE("T " + std::to_string(rows));
+    HcProblem p = full;
+    p.rows = rows;
+    testing::HcDeviceInputs in(p, Device::cuda);
+    const auto shared = testing::run_pre(in, plan, workspace, 1);
+    const HcPrePlan own = plan_hc_pre(p.params, rows, Device::cuda);
+    Buffer own_workspace = testing::zeroed_workspace(own);
+    EXPECT_TRUE(shared == testing::run_pre(in, own, own_workspace, 1));
+  }
+}
+
+// A NaN in one row's x stays in that row, also when the row shares a tile of 8 rows.
+TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
+  for (std::int64_t rows : {40, 72}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
+    const HcProblem clean = make_hc_problem(HcParams{}, rows, seed, false);
+    HcProblem dirty = clean;
+    const std::int64_t bad = 5;
+    dirty.x[static_cast<std::size_t>(bad * clean.x_row_stride + 123)] =
+        std::numeric_limits<float>::quiet_NaN();
+    const auto run = [](const HcProblem& p) {
+      testing::HcDeviceInputs in(p, Device::cuda);
+      const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+      Buffer workspace = testing::zeroed_workspace(plan);
+      return testing::run_pre(in, plan, workspace, 1);
+    };
+    const auto want = run(clean);
+    const auto got = run(dirty);
+    const std::int64_t e = clean.params.embd;
+    const int m = clean.mix_width();
+    for (std::int64_t t = 0; t < rows; ++t) {
+      if (t == bad) {
+        EXPECT_TRUE(std::isnan(got.mix[static_cast<std::size_t>(t * m)]));
+        EXPECT_TRUE(std::isnan(got.normed[static_cast<std::size_t>(t * e)]));
+        continue;
+      }
+      EXPECT_TRUE(testing::bitwise_equal(testing::float_row(got.mix, t, m),
+                                         testing::float_row(want.mix, t, m)))
+          << "row " << t;
+      EXPECT_TRUE(testing::bitwise_equal(testing::float_row(got.normed, t, e),
+                                         testing::float_row(want.normed, t, e)))
+          << "row " << t;
+    }
+  }
+}
+
 TEST_F(HcGpu, PreReplaysFromACudaGraph) {
 #ifdef TURBODECODE_WITH_CUDA
   for (std::int64_t rows : {1, 32, 512}) {
@@ -172,9 +320,18 @@ TEST_F(HcGpu, PreReplaysFromACudaGraph) {
 #endif
 }
 
+// T ≤ 4: the CUDA-core kernel; T > 4: the tensor-core one (q8_mma_matvec.cu) in its short
+// shape (32 × 32 tiles) and, from 128 tiles of 128 × 64 up, its prefill shape: ragged rows and
+// tokens, padded weight rows (starts not 16-byte aligned), an odd number of Q8_0 blocks (a short
+// last stage).
 TEST_F(HcGpu, Q8Matvec) {
-  for (const auto& [rows, cols, tokens, pad] :
-       {std::array<std::int64_t, 4>{4096, 2048, 1, 0}, {37, 96, 3, 2}, {4096, 4096, 2, 6}}) {
+  for (const auto& [rows, cols, tokens, pad] : {std::array<std::int64_t, 4>{4096, 2048, 1, 0},
+                                                {37, 96, 3, 2},
+                                                {4096, 4096, 2, 6},
+                                                {4096, 2048, 512, 0},
+                                                {37, 96, 67, 2},
+                                                {130, 2080, 9, 6},
+                                                {4100, 96, 250, 2}}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows));
     const auto gpu = testing::check_q8_matvec(Device::cuda, rows, cols, tokens, pad, seed);
@@ -185,9 +342,11 @@ TEST_F(HcGpu, Q8Matvec) {
   }
 }
 
+// T = 33: the tensor-core matvec, then the standalone expand.
 TEST_F(HcGpu, ExpandQ8EqualsMatvecThenExpand) {
   for (bool shared : {false, true}) {
-    for (const auto& [n_hc, rows] : {std::pair{4, 1}, std::pair{4, 3}, std::pair{3, 2}}) {
+    for (const auto& [n_hc, rows] :
+         {std::pair{4, 1}, std::pair{4, 3}, std::pair{3, 2}, std::pair{4, 33}}) {
       const std::uint64_t seed = testing::fresh_seed();
       SCOPED_TRACE("seed " + std::to_string(seed) + (shared ? " shared" : " attention"));
       HcParams params;
@@ -196,6 +355,65 @@ TEST_F(HcGpu, ExpandQ8EqualsMatvecThenExpand) {
       testing::check_expand_q8(make_hc_problem(params, rows, seed, true), Device::cuda, 2048,
                                shared, seed + 100);
     }
+  }
+}
+
+// The tensor-core matvec with input rows that are not 16-byte aligned (4-byte copies), a weight
+// that starts 2 bytes into its buffer, and an output row stride: gaps stay poisoned.
+TEST_F(HcGpu, Q8MatvecStridedOperands) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const std::int64_t rows = 70, cols = 160, tokens = 37;
+  const std::int64_t row_bytes = q8_row_bytes(cols), weight_stride = row_bytes + 4;
+  const std::int64_t input_stride = cols + 1, out_stride = rows + 3;
+  const auto packed = testing::random_q8_weight(rows, cols, seed);
+  std::vector<std::uint8_t> weight(static_cast<std::size_t>(2 + rows * weight_stride), 0xAB);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::memcpy(weight.data() + 2 + r * weight_stride, packed.data() + r * row_bytes, row_bytes);
+  }
+  const auto input = testing::gaussian(static_cast<std::size_t>(1 + tokens * input_stride), seed);
+  Buffer weight_d = testing::to_device(Device::cuda, weight);
+  Buffer input_d = testing::to_device(Device::cuda, input);
+  Buffer out = testing::poisoned(Device::cuda, tokens * out_stride);
+  q8_matvec(testing::strided_view(weight_d, DType::u8, {rows, row_bytes}, {weight_stride, 1}, 2),
+            testing::strided_view(input_d, DType::f32, {tokens, cols}, {input_stride, 1}, 1),
+            testing::strided_view(out, DType::f32, {tokens, rows}, {out_stride, 1}));
+  const auto got = testing::to_host<float>(out);
+  const auto w = oracle::q8_dequantize(packed.data(), rows, cols, row_bytes);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const auto want =
+        oracle::matvec(w, testing::widen(input.data() + 1 + t * input_stride, cols), rows, cols);
+    const std::vector<float> row(got.begin() + t * out_stride, got.begin() + t * out_stride + rows);
+    EXPECT_LE(testing::relative_l2(row, want), testing::kHcTolerance) << "token " << t;
+    for (std::int64_t r = rows; r < out_stride; ++r) {
+      EXPECT_TRUE(std::isnan(got[t * out_stride + r])) << "gap written, token " << t;
+    }
+  }
+}
+
+// Rows of the tensor-core path do not depend on the batch: tokens computed with 299 others
+// (prefill shape) equal, bitwise, the same tokens in batches of 7 and 65 (short shape).
+TEST_F(HcGpu, Q8MatvecPrefillIsBatchInvariant) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const std::int64_t rows = 4096, cols = 256, tokens = 300;
+  const auto packed = testing::random_q8_weight(rows, cols, seed);
+  const auto input = testing::gaussian(static_cast<std::size_t>(tokens * cols), seed + 1);
+  Buffer weight_d = testing::to_device(Device::cuda, packed);
+  Buffer input_d = testing::to_device(Device::cuda, input);
+  const TensorView weight = weight_d.view(DType::u8, {rows, q8_row_bytes(cols)});
+  const auto run = [&](std::int64_t first, std::int64_t count) {
+    Buffer out = testing::poisoned(Device::cuda, count * rows);
+    q8_matvec(weight,
+              testing::strided_view(input_d, DType::f32, {count, cols}, {cols, 1}, first * cols),
+              out.view(DType::f32, {count, rows}));
+    return testing::to_host<float>(out);
+  };
+  const auto all = run(0, tokens);
+  for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 7}, {200, 65}}) {
+    const auto part = run(first, count);
+    const std::vector<float> same(all.begin() + first * rows, all.begin() + (first + count) * rows);
+    EXPECT_TRUE(testing::bitwise_equal(part, same)) << "tokens " << first << " + " << count;
   }
 }
 
@@ -265,6 +483,8 @@ TEST(HcGpuSanitizer, EveryKernelOnSmallProblems) {
     testing::check_expand_q8(p, Device::cuda, 64, true, seed + 2);
   }
   testing::check_q8_matvec(Device::cuda, 40, 96, 3, 2, testing::fresh_seed());
+  // The tensor-core matvec through 4 pipeline stages (3 buffers reused).
+  testing::check_q8_matvec(Device::cuda, 40, 256, 37, 2, testing::fresh_seed());
 }
 
 }  // namespace

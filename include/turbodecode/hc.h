@@ -75,20 +75,21 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // ---- norm-mix and HC-pre (one launch) -------------------------------------------------------
 //
 // norm-mix: ρ = 1/sqrt(mean(x²) + norm_eps) over the whole n·E row, mix[k] = ρ·Σ_i W[k][i]·x_i
-// with the mix matrix W [M, n·E] F16 (i = h·E + d). On CUDA each row is cut into fixed chunks
-// reduced by separate thread blocks; the last block to finish a group of rows (a completion
-// counter in the workspace, reset by that block) combines the chunks in chunk order, so results
-// are deterministic and independent of the batch.
+// with the mix matrix W [M, n·E] F16 (i = h·E + d). On CUDA the products run on tensor cores
+// (TF32, x split into hi + lo: ≈ f32 accuracy); each row is cut into fixed chunks reduced by
+// separate thread blocks; the last block to finish a group of rows (a completion counter in the
+// workspace, reset by that block) combines the chunks in a fixed order, so results are
+// deterministic and independent of the batch.
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
-// after allocating; every run leaves it zeroed again, so runs may follow each other on a stream
-// and be captured into CUDA graphs. Runs that share one workspace must not overlap in time
-// (use one workspace per concurrently running stream).
+// after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
+// follow each other on a stream and be captured into CUDA graphs. Runs that share one workspace
+// must not overlap in time (use one workspace per concurrently running stream).
 struct HcPrePlan {
   HcParams params;
   Device device = Device::cpu;
   std::int64_t max_rows = 0;
-  int chunks = 1;                    // thread blocks per row group (CUDA)
+  int chunks = 1;                    // 256-column chunks per row (CUDA)
   std::int64_t workspace_bytes = 0;  // size of the `workspace` argument (0 on the CPU)
 };
 

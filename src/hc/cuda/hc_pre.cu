@@ -1,9 +1,25 @@
-// norm-mix and HC-pre in one launch. Grid: (chunk of the n·E row, group of kPreGroupRows
-// rows). Each block writes its chunk's partial dot products and sum of squares to the
-// workspace; the last block of a group to arrive (a counter it resets to zero) combines the
-// partials in chunk order and finishes the group's rows: mix, then for HC-pre split, collapse
-// and RMSNorm with the same block routines as the standalone kernels.
+// norm-mix and HC-pre in one launch (docs/hc.md, "HC-pre in one launch").
+//
+// A row of n·E values is cut into chunks of 256 columns, a chunk into two halves of 128, a half
+// into four spans of 32. Rows are taken in groups of up to 8. A warp computes one span of one
+// group on the tensor cores (mma.sync m16n8k8, TF32): A is 16 mix outputs × 8 columns of W
+// (F16, exact in TF32), B is 8 columns × the group's 8 rows of x, split into TF32 hi + lo parts
+// so that the products keep ≈ f32 precision. A block covers one half or one whole chunk for one
+// or more groups, sums its spans in span order and stores per row the M partial dot products
+// and the partial sum of squares in the workspace. The last block of a group to arrive (a
+// counter it resets to zero) adds the chunks up in a fixed order and finishes the group's rows:
+// mix, then for HC-pre split, collapse and RMSNorm with the same block routines as the
+// standalone kernels.
+//
+// Batch invariance: a row's value at every step depends only on the row and the row width.
+// Each output element of an MMA depends only on its own row of A and column of B, the spans,
+// halves and chunks are added in fixed orders, and how many rows, halves or groups a block
+// takes (chosen from T below) changes only which block does which of those operations.
 #include <cuda_fp16.h>
+
+#include <cuda/atomic>
+
+#include <cstdint>
 
 #include "common/cuda_check.cuh"
 #include "hc/cuda/hc_cuda.h"
@@ -14,191 +30,431 @@ namespace turbodecode::cuda {
 namespace {
 
 using hc::kPreChunkWidth;
-using hc::kPreGroupRows;
-constexpr int kLaneElements = kPreChunkWidth / kWarpSize;
-static_assert(kPreChunkWidth == kRowThreads, "one chunk element per thread when staging x");
-constexpr int kMixRowsPerPass = 4;
-constexpr int kCombinePerPass = 13;  // kRowWarps·13 ≥ kPreGroupRows·(24 + 1)
+using hc::kPreMaxGroupRows;
+constexpr int kHalfWidth = kPreChunkWidth / 2;
+constexpr int kSpanWidth = 32;
+constexpr int kSpansPerHalf = kHalfWidth / kSpanWidth;
+constexpr int kLaneColumns = 8;   // a lane's consecutive columns of its span: one 16-byte W load
+constexpr int kTileOutputs = 16;  // MMA m
+constexpr int kRoundTiles = 2;    // a warp computes 32 mix outputs at a time
+constexpr int kRoundOutputs = kRoundTiles * kTileOutputs;
+static_assert(kRowWarps == 2 * kSpansPerHalf, "a block's warps: two halves of four spans");
+static_assert(kSpanWidth == 4 * kLaneColumns, "lanes 4g .. 4g + 3 cover a span");
+static_assert(kRoundOutputs * kPreMaxGroupRows == kRowThreads, "one reduced entry per thread");
+// The combine gives a warp this many entries of a row (M = 24: two items per row).
+constexpr int kCombineEntries = 13;
+// Launch policy (H200: 132 SMs, two resident HC-pre blocks each).
+constexpr std::int64_t kHalfBlocksBelow = 2 * 132;  // fewer whole-chunk blocks: split chunks
+constexpr std::int64_t kSmallBatchRows = 64;        // up to here groups of kPreGroupRows rows
+constexpr int kBandGroups = 4;                      // groups per block when T is large
 
 struct PreLaunch {
   hc::NormMixArgs norm_mix;
   hc::SplitCollapseArgs split_collapse;  // read only by the HC-pre variant
-  float* partials = nullptr;             // [rows][chunks][M + 1]
-  unsigned* counters = nullptr;          // [groups]
+  float* partials = nullptr;             // [rows][chunks][2][M + 1]
+  unsigned* counters = nullptr;          // one per group
   int chunks = 0;
+  int group_rows = 0;
+  std::int64_t groups = 0;
+  int groups_per_block = 1;  // a block runs its columns for this many consecutive groups
+  int halves_per_block = 2;  // 1: each half chunk has its own block (small T)
+  bool vector_x = false;     // x rows and streams allow 16-byte loads of 8 columns
+  bool vector_w = false;     // so do the W rows
 };
 
-__device__ __forceinline__ float* partial_slot(const PreLaunch& p, std::int64_t t, int chunk) {
-  return p.partials + (t * p.chunks + chunk) * (p.norm_mix.mix_width + 1);
+struct RowGroup {
+  std::int64_t t0;
+  int rows;
+};
+
+__device__ __forceinline__ RowGroup row_group(const PreLaunch& p, std::int64_t g) {
+  const std::int64_t t0 = g * p.group_rows;
+  const std::int64_t left = p.norm_mix.rows - t0;
+  return {t0, static_cast<int>(left < p.group_rows ? left : p.group_rows)};
 }
 
-using MixWeights = float[kMixRowsPerPass][kLaneElements];
+// A warp's span. Lane 4g + t holds row g of the group (B and D columns) and outputs g, g + 8 of
+// each 16-output tile (A and D rows), at columns column .. column + 7.
+struct SpanTask {
+  std::int64_t column;
+  int half;  // the block's half, 0 or 1
+  int span;
+  int g;
+  int t;
+  bool active;  // false for the second half's warps when a block has one half
+};
 
-// This lane's W values for mix outputs k0 + q·kRowWarps (q < kMixRowsPerPass) of the chunk
-// starting at `begin`; zero past the row or past M. All loads are issued before any is used.
-__device__ __forceinline__ void load_mix_weights(const hc::NormMixArgs& a, int k0,
-                                                 std::int64_t begin, int lane, MixWeights& w) {
-  const std::int64_t width = a.n_hc * a.embd;
-#pragma unroll
-  for (int q = 0; q < kMixRowsPerPass; ++q) {
-    const int k = k0 + q * kRowWarps;
-    const std::uint16_t* w_row = a.weight + k * a.weight_stride + begin;
-#pragma unroll
-    for (int j = 0; j < kLaneElements; ++j) {
-      const int e = lane + kWarpSize * j;
-      w[q][j] = k < a.mix_width && begin + e < width
-                    ? __half2float(__ushort_as_half(__ldg(w_row + e)))
-                    : 0.0f;
-    }
-  }
-}
-
-// Stages the chunk of rows t0 .. t0 + rows_here of x in shared memory (zero past the row).
-__device__ __forceinline__ void stage_chunk(const hc::NormMixArgs& a, std::int64_t begin,
-                                            std::int64_t t0, int rows_here,
-                                            float (*xs)[kPreChunkWidth]) {
-  const std::int64_t width = a.n_hc * a.embd;
-  const std::int64_t i = begin + threadIdx.x;
-  const int h = static_cast<int>(i / a.embd);
-  // One value per row and thread, all loads in flight together.
-#pragma unroll
-  for (int r = 0; r < kPreGroupRows; ++r) {
-    if (r < rows_here) {
-      xs[r][threadIdx.x] = i < width ? __ldg(a.x.at(t0 + r, h) + (i - h * a.embd)) : 0.0f;
-    }
-  }
-  __syncthreads();
-}
-
-// Chunk `chunk` of rows t0 .. t0 + rows_here: partial Σ W·x per mix output and Σ x² per row.
-// Lane l of every warp owns chunk elements l + 32·j, so a row's partials never depend on the
-// other rows of its group. The first W loads are in flight while x is staged (M = 24 takes a
-// single pass).
-__device__ void write_partials(const PreLaunch& p, int chunk, std::int64_t t0, int rows_here,
-                               float (*xs)[kPreChunkWidth]) {
-  const hc::NormMixArgs& a = p.norm_mix;
-  const std::int64_t begin = static_cast<std::int64_t>(chunk) * kPreChunkWidth;
+__device__ __forceinline__ SpanTask span_task(const PreLaunch& p) {
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  MixWeights w;
-  load_mix_weights(a, warp, begin, lane, w);
-  stage_chunk(a, begin, t0, rows_here, xs);
-  if (warp < rows_here) {
-    float squares = 0.0f;
+  SpanTask task;
+  task.half = warp / kSpansPerHalf;
+  task.span = warp % kSpansPerHalf;
+  task.g = lane / 4;
+  task.t = lane % 4;
+  task.active = task.half < p.halves_per_block;
+  const std::int64_t half = static_cast<std::int64_t>(blockIdx.x) * p.halves_per_block + task.half;
+  task.column = half * kHalfWidth + task.span * kSpanWidth + task.t * kLaneColumns;
+  return task;
+}
+
+struct LaneInputs {
+  float v[kLaneColumns];
+};
+struct LaneWeights {
+  float v[kRoundTiles][2][kLaneColumns];  // [tile][output g, g + 8][column]
+};
+
+// Row g of the group at the lane's columns; zero past the row width or the group.
+__device__ __forceinline__ void load_inputs(const PreLaunch& p, const SpanTask& task,
+                                            RowGroup group, LaneInputs& x) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const std::int64_t width = a.n_hc * a.embd;
 #pragma unroll
-    for (int j = 0; j < kLaneElements; ++j) {
-      const float v = xs[warp][lane + kWarpSize * j];
-      squares = fmaf(v, v, squares);
-    }
-    squares = warp_sum(squares);
-    if (lane == 0) partial_slot(p, t0 + warp, chunk)[a.mix_width] = squares;
+  for (int j = 0; j < kLaneColumns; ++j) x.v[j] = 0.0f;
+  if (task.g >= group.rows || task.column >= width) return;
+  const std::int64_t t = group.t0 + task.g;
+  int h = static_cast<int>(task.column / a.embd);
+  std::int64_t d = task.column - h * a.embd;
+  if (p.vector_x) {  // E % 8 == 0: the 8 columns lie in one stream, 16-byte aligned
+    const float4* src = reinterpret_cast<const float4*>(a.x.at(t, h) + d);
+    const float4 first = __ldg(src);
+    const float4 second = __ldg(src + 1);
+    const float v[kLaneColumns] = {first.x,  first.y,  first.z,  first.w,
+                                   second.x, second.y, second.z, second.w};
+#pragma unroll
+    for (int j = 0; j < kLaneColumns; ++j) x.v[j] = v[j];
+    return;
   }
-  for (int k0 = warp; k0 < a.mix_width; k0 += kRowWarps * kMixRowsPerPass) {
-    if (k0 != warp) load_mix_weights(a, k0, begin, lane, w);
-    for (int r = 0; r < rows_here; ++r) {
 #pragma unroll
-      for (int q = 0; q < kMixRowsPerPass; ++q) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kLaneElements; ++j) {
-          acc = fmaf(w[q][j], xs[r][lane + kWarpSize * j], acc);
-        }
-        acc = warp_sum(acc);
-        const int k = k0 + q * kRowWarps;
-        if (lane == 0 && k < a.mix_width) partial_slot(p, t0 + r, chunk)[k] = acc;
-      }
+  for (int j = 0; j < kLaneColumns; ++j) {
+    if (task.column + j < width) x.v[j] = __ldg(a.x.at(t, h) + d);
+    if (++d == a.embd) {
+      d = 0;
+      ++h;
     }
   }
 }
 
-// Counts this block in; true for the last block of the group, whose increment also resets
-// the counter for the next launch. The fences order the partials before the count (writers) and
-// after it (the last block).
-__device__ bool arrive_last(unsigned* counter, int chunks) {
+// W[k] at the lane's columns as f32; zero past the row width or for k ≥ M.
+__device__ __forceinline__ void load_weight_row(const PreLaunch& p, int k, int m,
+                                                std::int64_t column, float (&w)[kLaneColumns]) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const std::int64_t width = a.n_hc * a.embd;
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) w[j] = 0.0f;
+  if (k >= m || column >= width) return;
+  const std::uint16_t* row = a.weight + k * a.weight_stride + column;
+  if (p.vector_w) {  // width % 8 == 0: all 8 columns inside the row, 16-byte aligned
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row));
+    const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      w[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] & 0xffffu)));
+      w[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) {
+    if (column + j < width) w[j] = __half2float(__ushort_as_half(__ldg(row + j)));
+  }
+}
+
+// The lane's A values for outputs round·32 .. round·32 + 31, all loads issued together.
+__device__ __forceinline__ void load_weights(const PreLaunch& p, const SpanTask& task, int round,
+                                             int m, LaneWeights& w) {
+#pragma unroll
+  for (int q = 0; q < kRoundTiles; ++q) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int k = round * kRoundOutputs + q * kTileOutputs + i * 8 + task.g;
+      load_weight_row(p, k, m, task.column, w.v[q][i]);
+    }
+  }
+}
+
+// v rounded to TF32 (round to nearest, ties away): the low 13 bits of the result are zero.
+__device__ __forceinline__ unsigned tf32_round(float v) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// x = hi + lo for the B operands: hi is x with its low 13 mantissa bits cleared (exact in
+// TF32, never rounded up to infinity), so x − hi is exact; lo is that rounded to TF32. Together
+// they carry ≈ 22 bits of x with f32 range. ±inf becomes NaN (inf − inf).
+__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = tf32_round(__fsub_rn(x, __uint_as_float(hi)));
+}
+
+// d += A·B for one 16 × 8 × 8 TF32 tile (f32 accumulate). Fragment layout (PTX ISA, mma
+// m16n8k8 .tf32; g = lane / 4, t = lane % 4): a = A(g, t), A(g + 8, t), A(g, t + 4),
+// A(g + 8, t + 4); b = B(t, g), B(t + 4, g); d = D(g, 2t), D(g, 2t + 1), D(g + 8, 2t),
+// D(g + 8, 2t + 1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The span's dot products for 32 outputs × 8 rows. K-step j pairs k-index t with column
+// 8t + 2j and k-index t + 4 with column 8t + 2j + 1 (lane t's columns, the same map for A and
+// B), so the four steps cover the span's 32 columns. The hi and lo parts of x accumulate in
+// separate chains that are added at the end.
+__device__ __forceinline__ void span_products(const LaneWeights& w,
+                                              const unsigned (&x_hi)[kLaneColumns],
+                                              const unsigned (&x_lo)[kLaneColumns],
+                                              bool second_tile, float (&d)[kRoundTiles][4]) {
+  float hi[kRoundTiles][4] = {};
+  float lo[kRoundTiles][4] = {};
+#pragma unroll
+  for (int j = 0; j < kLaneColumns / 2; ++j) {
+#pragma unroll
+    for (int q = 0; q < kRoundTiles; ++q) {
+      if (q > 0 && !second_tile) continue;
+      const unsigned a[4] = {__float_as_uint(w.v[q][0][2 * j]), __float_as_uint(w.v[q][1][2 * j]),
+                             __float_as_uint(w.v[q][0][2 * j + 1]),
+                             __float_as_uint(w.v[q][1][2 * j + 1])};
+      mma_tf32(hi[q], a, x_hi[2 * j], x_hi[2 * j + 1]);
+      mma_tf32(lo[q], a, x_lo[2 * j], x_lo[2 * j + 1]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kRoundTiles; ++q) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[q][i] = hi[q][i] + lo[q][i];
+  }
+}
+
+// Per-span results of one round, [half][span][output][row], and the span sums of squares.
+struct alignas(16) MixScratch {
+  float outputs[2][kSpansPerHalf][kRoundOutputs][kPreMaxGroupRows];
+  float squares[2][kSpansPerHalf][kPreMaxGroupRows];
+};
+
+__device__ __forceinline__ void store_span_outputs(const float (&d)[kRoundTiles][4],
+                                                   const SpanTask& task, MixScratch& s) {
+#pragma unroll
+  for (int q = 0; q < kRoundTiles; ++q) {
+    float* upper = &s.outputs[task.half][task.span][q * kTileOutputs + task.g][2 * task.t];
+    float* lower = &s.outputs[task.half][task.span][q * kTileOutputs + task.g + 8][2 * task.t];
+    *reinterpret_cast<float2*>(upper) = make_float2(d[q][0], d[q][1]);
+    *reinterpret_cast<float2*>(lower) = make_float2(d[q][2], d[q][3]);
+  }
+}
+
+// Σ x² of row g over the span: each lane its 8 columns in order, then a butterfly over t.
+__device__ __forceinline__ void store_span_squares(const LaneInputs& x, const SpanTask& task,
+                                                   MixScratch& s) {
+  float squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) squares = fmaf(x.v[j], x.v[j], squares);
+  squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+  squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+  if (task.t == 0) s.squares[task.half][task.span][task.g] = squares;
+}
+
+__device__ __forceinline__ float* partial_slot(const PreLaunch& p, std::int64_t t,
+                                               std::int64_t chunk, int slot, int m) {
+  return p.partials + ((t * p.chunks + chunk) * 2 + slot) * (m + 1);
+}
+
+// A half's value: its four spans in span order (v[s · span_stride]).
+__device__ __forceinline__ float half_total(const float* v, int span_stride) {
+  return ((v[0] + v[span_stride]) + v[2 * span_stride]) + v[3 * span_stride];
+}
+
+// Entry `entry` of row t: a whole chunk (first half + second half) or this block's half.
+__device__ __forceinline__ void store_partial(const PreLaunch& p, std::int64_t t, int entry, int m,
+                                              const float* v, int span_stride) {
+  const float first = half_total(v, span_stride);
+  if (p.halves_per_block == 2) {
+    partial_slot(p, t, blockIdx.x, 0, m)[entry] =
+        first + half_total(v + kSpansPerHalf * span_stride, span_stride);
+  } else {
+    partial_slot(p, t, blockIdx.x / 2, static_cast<int>(blockIdx.x % 2), m)[entry] = first;
+  }
+}
+
+// Thread 8k + r stores output round·32 + k of row r; threads 0 .. 7 (k = 0) also row r's sum
+// of squares.
+__device__ __forceinline__ void store_round_partials(const PreLaunch& p, const MixScratch& s,
+                                                     int round, int m, RowGroup group) {
+  const int k = static_cast<int>(threadIdx.x) / kPreMaxGroupRows;
+  const int r = static_cast<int>(threadIdx.x) % kPreMaxGroupRows;
+  if (r >= group.rows) return;
+  const std::int64_t t = group.t0 + r;
+  if (round * kRoundOutputs + k < m) {
+    store_partial(p, t, round * kRoundOutputs + k, m, &s.outputs[0][0][k][r],
+                  kRoundOutputs * kPreMaxGroupRows);
+  }
+  if (round == 0 && k == 0) store_partial(p, t, m, m, &s.squares[0][0][r], kPreMaxGroupRows);
+}
+
+// The block's partials for one group, round by round (one round for M ≤ 32). W of round 0 is
+// already in `w`; with more rounds each is reloaded. Ends with the stores issued.
+template <int kFixedN>
+__device__ void mix_group(const PreLaunch& p, const SpanTask& task, RowGroup group,
+                          const LaneInputs& x, bool first_group, LaneWeights& w, MixScratch& s) {
+  const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
+  const int rounds = (m + kRoundOutputs - 1) / kRoundOutputs;
+  unsigned x_hi[kLaneColumns];
+  unsigned x_lo[kLaneColumns];
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) {
+    split_tf32(x.v[j], x_hi[j], x_lo[j]);
+  }
+  if (task.active) store_span_squares(x, task, s);
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) __syncthreads();  // the previous round's results are read
+    if (task.active) {
+      if (rounds > 1 && (round > 0 || !first_group)) load_weights(p, task, round, m, w);
+      float d[kRoundTiles][4];
+      span_products(w, x_hi, x_lo, round * kRoundOutputs + kTileOutputs < m, d);
+      store_span_outputs(d, task, s);
+    }
+    __syncthreads();
+    store_round_partials(p, s, round, m, group);
+  }
+}
+
+// Counts this block in; true for the last block of the group, whose increment also resets the
+// counter for the next launch. The barrier orders every thread's partials before thread 0's
+// release fence and increment; the last block's acquire fence after the increment orders the
+// reads that follow (fence-based release/acquire, PTX memory model; the pattern of cooperative
+// groups' grid barrier, with acq_rel fences instead of sequentially consistent ones).
+__device__ bool arrive_last(unsigned* counter, unsigned arrivals) {
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    // atomicInc wraps to 0 after chunks − 1: the last arrival resets the counter itself.
-    const unsigned last_count = static_cast<unsigned>(chunks) - 1u;
-    last = atomicInc(counter, last_count) == last_count;
+    ::cuda::atomic_thread_fence(::cuda::memory_order_release, ::cuda::thread_scope_device);
+    // atomicInc wraps to 0 after arrivals − 1: the last arrival resets the counter itself.
+    const bool is_last = atomicInc(counter, arrivals - 1u) == arrivals - 1u;
+    if (is_last)
+      ::cuda::atomic_thread_fence(::cuda::memory_order_acquire, ::cuda::thread_scope_device);
+    last = is_last;
   }
   __syncthreads();
-  if (last) __threadfence();
   return last;
 }
 
-// Combines the partials of rows t0 .. t0 + rows_here into totals[r][k] (k ≤ M, the last the sum
-// of squares). Each entry is summed by one warp, chunks in a fixed lane/butterfly order; a warp
-// takes kCombinePerPass entries at once, so one pass holds a whole group at M = 24 with all its
-// loads in flight. Ends synchronised.
-__device__ void combine_partials(const PreLaunch& p, std::int64_t t0, int rows_here,
+// A chunk's entry from its slot (slot + m + 1: the second half), the halves added as
+// store_partial adds them.
+__device__ __forceinline__ float chunk_entry(const PreLaunch& p, const float* slot, int m) {
+  const float first = __ldcg(slot);
+  return p.halves_per_block == 2 ? first : first + __ldcg(slot + m + 1);
+}
+
+// Combines the partials of the group's rows into totals[r][k] (k ≤ M, the last the sum of
+// squares). A warp takes kCombineEntries consecutive entries of one row: lane l adds chunks
+// l, l + 32, … in order, then the butterfly adds the lanes. Ends synchronised.
+__device__ void combine_partials(const PreLaunch& p, RowGroup group, int m,
                                  float (*totals)[kSplitStride + 1]) {
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int entries = p.norm_mix.mix_width + 1;
-  const int count = rows_here * entries;
-  for (int e0 = warp; e0 < count; e0 += kRowWarps * kCombinePerPass) {
-    float total[kCombinePerPass] = {};
+  const int row_items = (m + kCombineEntries) / kCombineEntries;  // ⌈(M + 1) / entries⌉
+  for (int item = warp; item < group.rows * row_items; item += kRowWarps) {
+    const int r = item / row_items;
+    const int e0 = item % row_items * kCombineEntries;
+    float total[kCombineEntries] = {};
 #pragma unroll 2
-    for (int g = lane; g < p.chunks; g += kWarpSize) {
+    for (int c = lane; c < p.chunks; c += kWarpSize) {
+      const float* slot = partial_slot(p, group.t0 + r, c, 0, m) + e0;
 #pragma unroll
-      for (int q = 0; q < kCombinePerPass; ++q) {
-        const int e = e0 + q * kRowWarps;
-        if (e < count) total[q] += __ldcg(partial_slot(p, t0 + e / entries, g) + e % entries);
+      for (int q = 0; q < kCombineEntries; ++q) {
+        if (e0 + q <= m) total[q] += chunk_entry(p, slot + q, m);
       }
     }
 #pragma unroll
-    for (int q = 0; q < kCombinePerPass; ++q) {
-      const int e = e0 + q * kRowWarps;
+    for (int q = 0; q < kCombineEntries; ++q) {
       const float sum = warp_sum(total[q]);
-      if (lane == 0 && e < count) totals[e / entries][e % entries] = sum;
+      if (lane == 0 && e0 + q <= m) totals[r][e0 + q] = sum;
     }
   }
   __syncthreads();
 }
 
-// mix = ρ·totals for rows t0 .. t0 + rows_here, into shared mix_rows and the mix output. Ends
+// mix = ρ·totals for the group's rows, into shared mix_rows and the mix output. Ends
 // synchronised.
-__device__ void write_mix_rows(const hc::NormMixArgs& a, std::int64_t t0, int rows_here,
+__device__ void write_mix_rows(const hc::NormMixArgs& a, RowGroup group, int m,
                                const float (*totals)[kSplitStride + 1],
                                float (*mix_rows)[kSplitStride]) {
-  const int m = a.mix_width;
-  for (int e = threadIdx.x; e < rows_here * m; e += kRowThreads) {
+  for (int e = threadIdx.x; e < group.rows * m; e += kRowThreads) {
     const int r = e / m;
     const int k = e % m;
     const float rho = hc_rms_scale(totals[r][m], a.n_hc * a.embd, a.eps);
     const float v = rho * totals[r][k];
     mix_rows[r][k] = v;
-    a.mix.row(t0 + r)[k] = v;
+    a.mix.row(group.t0 + r)[k] = v;
   }
   __syncthreads();
 }
 
-// kFull: HC-pre (else norm-mix only); kFixedN as for split_rows_block (unused by norm-mix).
+// The last block's work for a group: mix, then for HC-pre split, collapse and RMSNorm.
 template <bool kFull, int kFixedN>
-__global__ void __launch_bounds__(kRowThreads) pre_kernel(const PreLaunch p) {
-  __shared__ float xs[kPreGroupRows][kPreChunkWidth];
-  __shared__ float totals[kPreGroupRows][kSplitStride + 1];
-  __shared__ float mix_rows[kPreGroupRows][kSplitStride];
-  __shared__ float split_rows[kPreGroupRows][kSplitStride];
-  __shared__ float scratch[kRowWarps];
-  const int chunk = static_cast<int>(blockIdx.x);
-  const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kPreGroupRows;
-  const std::int64_t left = p.norm_mix.rows - t0;
-  const int rows_here = static_cast<int>(left < kPreGroupRows ? left : kPreGroupRows);
-  write_partials(p, chunk, t0, rows_here, xs);
-  if (!arrive_last(p.counters + blockIdx.y, p.chunks)) return;
-  combine_partials(p, t0, rows_here, totals);
-  write_mix_rows(p.norm_mix, t0, rows_here, totals, mix_rows);
+__device__ void finish_group(const PreLaunch& p, RowGroup group) {
+  __shared__ float totals[kPreMaxGroupRows][kSplitStride + 1];
+  __shared__ float mix_rows[kPreMaxGroupRows][kSplitStride];
+  const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
+  combine_partials(p, group, m, totals);
+  write_mix_rows(p.norm_mix, group, m, totals, mix_rows);
   if constexpr (kFull) {
+    __shared__ float split_rows[kPreMaxGroupRows][kSplitStride];
+    __shared__ float scratch[kRowWarps];
     const hc::SplitCollapseArgs& sc = p.split_collapse;
-    split_rows_block<kFixedN>(sc.split, &mix_rows[0][0], kSplitStride, t0, rows_here,
+    split_rows_block<kFixedN>(sc.split, &mix_rows[0][0], kSplitStride, group.t0, group.rows,
                               &split_rows[0][0]);
-    for (int r = 0; r < rows_here; ++r) {
-      collapse_norm_row_block<kFixedN>(sc.collapse, sc.norm, split_rows[r], t0 + r, scratch);
+    for (int r = 0; r < group.rows; ++r) {
+      collapse_norm_row_block<kFixedN>(sc.collapse, sc.norm, split_rows[r], group.t0 + r, scratch);
     }
   }
+}
+
+// kFull: HC-pre (else norm-mix only); kFixedN as for split_rows_block (0: any n). Block
+// (x, y) covers half or chunk x for the groups y·G .. y·G + G − 1 (G = groups_per_block),
+// starting at a group that depends on x so that different blocks tend to arrive last at
+// different groups. x is loaded two groups ahead of the one being computed. The groups this
+// block completed are finished after its last group, when none of the mix loop's registers
+// are live any more.
+template <bool kFull, int kFixedN>
+__global__ void __launch_bounds__(kRowThreads, 2) pre_kernel(const PreLaunch p) {
+  __shared__ MixScratch scratch;
+  const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
+  const SpanTask task = span_task(p);
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * p.groups_per_block;
+  const int count = static_cast<int>(p.groups - first < p.groups_per_block ? p.groups - first
+                                                                           : p.groups_per_block);
+  const int rotation = static_cast<int>(blockIdx.x % static_cast<unsigned>(count));
+  const auto nth_group = [&](int j) { return row_group(p, first + (j + rotation) % count); };
+  LaneWeights w = {};
+  LaneInputs ahead[2] = {};  // x of the next two groups
+  if (task.active) {
+    load_weights(p, task, 0, m, w);
+    load_inputs(p, task, nth_group(0), ahead[0]);
+    if (count > 1) load_inputs(p, task, nth_group(1), ahead[1]);
+  }
+  unsigned completed = 0;  // bit i: this block arrived last at group first + i
+  for (int j = 0; j < count; ++j) {
+    const LaneInputs x = ahead[0];
+    ahead[0] = ahead[1];
+    if (task.active && j + 2 < count) load_inputs(p, task, nth_group(j + 2), ahead[1]);
+    const RowGroup group = nth_group(j);
+    mix_group<kFixedN>(p, task, group, x, j == 0, w, scratch);
+    const int i = (j + rotation) % count;
+    if (arrive_last(p.counters + first + i, gridDim.x)) completed |= 1u << i;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (completed & (1u << i)) finish_group<kFull, kFixedN>(p, row_group(p, first + i));
+  }
+}
+
+bool aligned16(const void* ptr) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
 }
 
 PreLaunch make_launch(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace) {
@@ -209,11 +465,26 @@ PreLaunch make_launch(const HcPrePlan& plan, const hc::NormMixArgs& args, void* 
   p.counters = reinterpret_cast<unsigned*>(
       static_cast<char*>(workspace) +
       hc::pre_partials_bytes(plan.max_rows, plan.chunks, args.mix_width));
+  // Schedule from T (never changes a row's result): small batches take small groups (a short
+  // tail per group) and split chunks in halves until there are enough blocks; large batches
+  // take tiles of 8 rows and run each block's columns for kBandGroups groups (W read once).
+  p.group_rows = args.rows > kSmallBatchRows ? hc::kPreMaxGroupRows : hc::kPreGroupRows;
+  p.groups = (args.rows + p.group_rows - 1) / p.group_rows;
+  p.halves_per_block = std::int64_t{p.chunks} * p.groups < kHalfBlocksBelow ? 1 : 2;
+  const std::int64_t column_blocks = std::int64_t{p.chunks} * 2 / p.halves_per_block;
+  p.groups_per_block =
+      p.groups >= 4 * kBandGroups && column_blocks >= 2 * kBandGroups ? kBandGroups : 1;
+  p.vector_x = args.embd % 8 == 0 && aligned16(args.x.data) && args.x.row_stride % 4 == 0 &&
+               args.x.stream_stride % 4 == 0;
+  p.vector_w =
+      args.n_hc * args.embd % 8 == 0 && aligned16(args.weight) && args.weight_stride % 8 == 0;
   return p;
 }
 
-dim3 pre_grid(const HcPrePlan& plan, std::int64_t rows) {
-  return dim3(static_cast<unsigned>(plan.chunks), static_cast<unsigned>(hc::pre_groups(rows)));
+dim3 pre_grid(const PreLaunch& p) {
+  const std::int64_t bands = (p.groups + p.groups_per_block - 1) / p.groups_per_block;
+  return dim3(static_cast<unsigned>(std::int64_t{p.chunks} * 2 / p.halves_per_block),
+              static_cast<unsigned>(bands));
 }
 
 }  // namespace
@@ -221,18 +492,21 @@ dim3 pre_grid(const HcPrePlan& plan, std::int64_t rows) {
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream) {
   const PreLaunch p = make_launch(plan, args, workspace);
-  pre_kernel<false, 0><<<pre_grid(plan, args.rows), kRowThreads, 0, native(stream)>>>(p);
+  if (args.n_hc == 4) {
+    pre_kernel<false, 4><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
+  } else {
+    pre_kernel<false, 0><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
+  }
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
-  const dim3 grid = pre_grid(plan, args.norm_mix.rows);
   if (args.norm_mix.n_hc == 4) {
-    pre_kernel<true, 4><<<grid, kRowThreads, 0, native(stream)>>>(p);
+    pre_kernel<true, 4><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
   } else {
-    pre_kernel<true, 0><<<grid, kRowThreads, 0, native(stream)>>>(p);
+    pre_kernel<true, 0><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
   }
   TD_CUDA_CHECK_LAUNCH("pre_kernel<hc-pre>");
 }
