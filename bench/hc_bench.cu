@@ -3,7 +3,7 @@
 // graph (median µs per call), with the bytes each must move, as GB/s and as a fraction of the
 // read-stream bandwidth measured in the same run. Inputs rotate among enough copies to exceed
 // the L2. docs/hc.md describes the runs and the PyTorch peer (bench/peers/hc_torch.py).
-//   hc_bench [--quick] [--json PATH]
+//   hc_bench [--quick] [--rows T] [--op NAME_PART] [--json PATH]   (--rows/--op: for profiling)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,6 +42,8 @@ struct Settings {
   int reps = 30;
   int graph_calls = 16;
   std::int64_t bandwidth_bytes = std::int64_t{2} << 30;
+  std::int64_t only_rows = 0;  // > 0: run only this T (for profiling)
+  std::string only_op;         // run only the ops whose name contains this (for profiling)
 };
 
 TensorView view(const Buffer& b, DType dtype, std::initializer_list<std::int64_t> shape) {
@@ -267,6 +269,7 @@ json run_rows(std::int64_t t, const Settings& settings, const Shared& sh,
   TD_CUDA_CHECK(cudaStreamSynchronize(s));
   json rows = json::array();
   for (const Op& op : make_ops(sh, plan, t)) {
+    if (op.name.find(settings.only_op) == std::string::npos) continue;
     const auto launch = [&](int i) {
       op.launch(calls[static_cast<std::size_t>(i % sets)], Stream{s});
     };
@@ -298,6 +301,7 @@ int run(const Settings& settings, const std::string& json_path) {
   const auto q8_host = random_q8(42);
   json results = json::array();
   for (std::int64_t t : {1, 32, 512}) {
+    if (settings.only_rows > 0 && t != settings.only_rows) continue;
     for (auto& row : run_rows(t, settings, sh, q8_host, bw.read_stream_gbps, s)) {
       results.push_back(row);
     }
@@ -332,8 +336,13 @@ int main(int argc, char** argv) {
       settings.bandwidth_bytes = std::int64_t{1} << 30;
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--rows" && i + 1 < argc) {
+      settings.only_rows = std::stoll(argv[++i]);
+    } else if (arg == "--op" && i + 1 < argc) {
+      settings.only_op = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--rows T] [--op NAME_PART] [--json PATH]\n",
+                   argv[0]);
       return arg == "--help" ? 0 : 2;
     }
   }
