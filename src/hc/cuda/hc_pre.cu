@@ -43,6 +43,7 @@ static_assert(kSpanWidth == 4 * kLaneColumns, "lanes 4g .. 4g + 3 cover a span")
 static_assert(kRoundOutputs * kPreMaxGroupRows == kRowThreads, "one reduced entry per thread");
 // The combine gives a warp this many entries of a row (M = 24: two items per row).
 constexpr int kCombineEntries = 13;
+constexpr int kHoistedEntries = 4;  // split chunks: M = 24 is seven items, one per warp
 // Launch policy (H200: 132 SMs, two resident HC-pre blocks each).
 constexpr std::int64_t kHalfBlocksBelow = 2 * 132;  // fewer whole-chunk blocks: split chunks
 constexpr std::int64_t kSmallBatchRows = 64;        // up to here groups of kPreGroupRows rows
@@ -343,35 +344,63 @@ __device__ bool arrive_last(unsigned* counter, unsigned arrivals) {
   return last;
 }
 
-// A chunk's entry from its slot (slot + m + 1: the second half), the halves added as
-// store_partial adds them.
-__device__ __forceinline__ float chunk_entry(const PreLaunch& p, const float* slot, int m) {
-  const float first = __ldcg(slot);
-  return p.halves_per_block == 2 ? first : first + __ldcg(slot + m + 1);
+// Chunk c's entries e0 .. e0 + kEntries − 1 of row t (those ≤ M), each the chunk's first slot
+// plus, when each half had its own block, its second slot (as store_partial adds them), added
+// to total[q]. kHoisted (half-chunk blocks, small T) issues all loads before the first
+// addition, from addresses clamped into the workspace: with the loads under the entry and slot
+// conditions they went out one L2 round trip after another, and norm-mix took 10.8 instead of
+// 7.0 µs at T = 1 (H200, A/B in one run, 2026-11-30). Whole chunks (large T) keep the
+// conditional loop: variants of it measured slower at T = 512 (HC-pre 127 instead of 100 µs;
+// the cause was not found). Both add the same values in the same order.
+template <bool kHoisted, int kEntries>
+__device__ __forceinline__ void add_chunk(const PreLaunch& p, std::int64_t t, int c, int e0, int m,
+                                          float (&total)[kEntries]) {
+  const float* slot = partial_slot(p, t, c, 0, m);
+  if constexpr (kHoisted) {
+    float first[kEntries];
+    float second[kEntries];
+#pragma unroll
+    for (int q = 0; q < kEntries; ++q) {
+      const int e = min(e0 + q, m);
+      first[q] = __ldcg(slot + e);
+      second[q] = __ldcg(slot + m + 1 + e);
+    }
+#pragma unroll
+    for (int q = 0; q < kEntries; ++q) total[q] += first[q] + second[q];
+  } else {
+#pragma unroll
+    for (int q = 0; q < kEntries; ++q) {
+      if (e0 + q <= m) {
+        const float first = __ldcg(slot + e0 + q);
+        total[q] += p.halves_per_block == 2 ? first : first + __ldcg(slot + m + 1 + e0 + q);
+      }
+    }
+  }
 }
 
 // Combines the partials of the group's rows into totals[r][k] (k ≤ M, the last the sum of
-// squares). A warp takes kCombineEntries consecutive entries of one row: lane l adds chunks
-// l, l + 32, … in order, then the butterfly adds the lanes. Ends synchronised.
+// squares). A warp takes kEntries consecutive entries of one row: lane l adds chunks
+// l, l + 32, … in order, then the butterfly adds the lanes (how entries are grouped does not
+// change a sum). kHoisted: each half chunk had its own block (two slots per chunk); its items
+// are small, so that a single row's entries spread over the warps with few registers. Ends
+// synchronised.
+template <bool kHoisted>
 __device__ void combine_partials(const PreLaunch& p, RowGroup group, int m,
                                  float (*totals)[kSplitStride + 1]) {
+  constexpr int kEntries = kHoisted ? kHoistedEntries : kCombineEntries;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int row_items = (m + kCombineEntries) / kCombineEntries;  // ⌈(M + 1) / entries⌉
+  const int row_items = (m + kEntries) / kEntries;  // ⌈(M + 1) / entries⌉
   for (int item = warp; item < group.rows * row_items; item += kRowWarps) {
     const int r = item / row_items;
-    const int e0 = item % row_items * kCombineEntries;
-    float total[kCombineEntries] = {};
+    const int e0 = item % row_items * kEntries;
+    float total[kEntries] = {};
 #pragma unroll 2
     for (int c = lane; c < p.chunks; c += kWarpSize) {
-      const float* slot = partial_slot(p, group.t0 + r, c, 0, m) + e0;
-#pragma unroll
-      for (int q = 0; q < kCombineEntries; ++q) {
-        if (e0 + q <= m) total[q] += chunk_entry(p, slot + q, m);
-      }
+      add_chunk<kHoisted, kEntries>(p, group.t0 + r, c, e0, m, total);
     }
 #pragma unroll
-    for (int q = 0; q < kCombineEntries; ++q) {
+    for (int q = 0; q < kEntries; ++q) {
       const float sum = warp_sum(total[q]);
       if (lane == 0 && e0 + q <= m) totals[r][e0 + q] = sum;
     }
@@ -396,12 +425,12 @@ __device__ void write_mix_rows(const hc::NormMixArgs& a, RowGroup group, int m,
 }
 
 // The last block's work for a group: mix, then for HC-pre split, collapse and RMSNorm.
-template <bool kFull, int kFixedN>
+template <bool kFull, int kFixedN, bool kHalfBlocks>
 __device__ void finish_group(const PreLaunch& p, RowGroup group) {
   __shared__ float totals[kPreMaxGroupRows][kSplitStride + 1];
   __shared__ float mix_rows[kPreMaxGroupRows][kSplitStride];
   const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
-  combine_partials(p, group, m, totals);
+  combine_partials<kHalfBlocks>(p, group, m, totals);
   write_mix_rows(p.norm_mix, group, m, totals, mix_rows);
   if constexpr (kFull) {
     __shared__ float split_rows[kPreMaxGroupRows][kSplitStride];
@@ -420,8 +449,9 @@ __device__ void finish_group(const PreLaunch& p, RowGroup group) {
 // starting at a group that depends on x so that different blocks tend to arrive last at
 // different groups. x is loaded two groups ahead of the one being computed. The groups this
 // block completed are finished after its last group, when none of the mix loop's registers
-// are live any more.
-template <bool kFull, int kFixedN>
+// are live any more. kHalfBlocks: p.halves_per_block == 1 (small T), whose combine is hoisted
+// (add_chunk); an instance of its own, so the whole-chunk kernel's code stays as measured.
+template <bool kFull, int kFixedN, bool kHalfBlocks>
 __global__ void __launch_bounds__(kRowThreads, 2) pre_kernel(const PreLaunch p) {
   __shared__ MixScratch scratch;
   const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
@@ -449,7 +479,9 @@ __global__ void __launch_bounds__(kRowThreads, 2) pre_kernel(const PreLaunch p) 
     if (arrive_last(p.counters + first + i, gridDim.x)) completed |= 1u << i;
   }
   for (int i = 0; i < count; ++i) {
-    if (completed & (1u << i)) finish_group<kFull, kFixedN>(p, row_group(p, first + i));
+    if (completed & (1u << i)) {
+      finish_group<kFull, kFixedN, kHalfBlocks>(p, row_group(p, first + i));
+    }
   }
 }
 
@@ -487,27 +519,28 @@ dim3 pre_grid(const PreLaunch& p) {
               static_cast<unsigned>(bands));
 }
 
+// The instance for p's n_hc (4: compiled for n = 4) and chunk split.
+template <bool kFull>
+void launch_pre(const PreLaunch& p, Stream stream) {
+  const bool n4 = p.norm_mix.n_hc == 4;
+  const bool halves = p.halves_per_block == 1;
+  const auto kernel = n4 ? (halves ? pre_kernel<kFull, 4, true> : pre_kernel<kFull, 4, false>)
+                         : (halves ? pre_kernel<kFull, 0, true> : pre_kernel<kFull, 0, false>);
+  kernel<<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
+}
+
 }  // namespace
 
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream) {
-  const PreLaunch p = make_launch(plan, args, workspace);
-  if (args.n_hc == 4) {
-    pre_kernel<false, 4><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
-  } else {
-    pre_kernel<false, 0><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
-  }
+  launch_pre<false>(make_launch(plan, args, workspace), stream);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
-  if (args.norm_mix.n_hc == 4) {
-    pre_kernel<true, 4><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
-  } else {
-    pre_kernel<true, 0><<<pre_grid(p), kRowThreads, 0, native(stream)>>>(p);
-  }
+  launch_pre<true>(p, stream);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<hc-pre>");
 }
 

@@ -25,8 +25,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   for (std::int64_t y = blockIdx.y; y < tiles; y += gridDim.y) {
     const std::int64_t t0 = first_token + y * kTokens;
     float dots[kTokens];
-    q8_warp_row_dots<kThreads, kTokens>(row, args.input + t0 * args.input_stride,
-                                        args.input_stride, args.cols, tile, buffers[warp], dots);
+    q8_warp_row_dots<kThreads, kTokens>(row, args.input + t0 * args.input_stride, args.input_stride,
+                                        args.cols, tile, buffers[warp], dots);
     if (row != nullptr && threadIdx.x % kWarpSize == 0) {
 #pragma unroll
       for (int i = 0; i < kTokens; ++i) args.out[(t0 + i) * args.out_stride + r] = dots[i];

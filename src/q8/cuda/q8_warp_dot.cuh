@@ -157,8 +157,7 @@ __device__ __forceinline__ std::uint32_t buffer_word(const Q8RowBuffer& buffer, 
 // kQ8GroupBlocks blocks, the lane's 4 products summed in order, then scaled by the block's d.
 template <int kTokens>
 __device__ __forceinline__ void accumulate_span(const Q8RowBuffer& buffer, int shift,
-                                                int span_blocks, int lane,
-                                                const Q8InputTile& tile,
+                                                int span_blocks, int lane, const Q8InputTile& tile,
                                                 float (&acc)[kTokens]) {
   const int quarter = lane % (kQ8BlockValues / kQ8LaneValues);
   const int lane_block = lane / (kQ8BlockValues / kQ8LaneValues);
@@ -168,10 +167,10 @@ __device__ __forceinline__ void accumulate_span(const Q8RowBuffer& buffer, int s
     const int block = first + lane_block;
     if (block >= span_blocks) break;
     const int offset = shift + kQ8BlockBytes * block;
-    const float d = f16_bits_to_float(
-        *reinterpret_cast<const std::uint16_t*>(buffer.bytes + offset));
-    const std::uint32_t biased = buffer_word(buffer, offset + 2 + kQ8LaneValues * quarter) ^
-                                 kQ8SignBits;
+    const float d =
+        f16_bits_to_float(*reinterpret_cast<const std::uint16_t*>(buffer.bytes + offset));
+    const std::uint32_t biased =
+        buffer_word(buffer, offset + 2 + kQ8LaneValues * quarter) ^ kQ8SignBits;
     const float w0 = q8_weight(biased, 0);
     const float w1 = q8_weight(biased, 1);
     const float w2 = q8_weight(biased, 2);
