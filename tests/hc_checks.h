@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "hc_problem.h"
@@ -29,6 +30,20 @@ inline std::vector<float> float_row(const std::vector<float>& v, std::int64_t t,
 
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Runs check(problem) on a fresh random problem of each shape, the seed and shape traced.
+template <class Check>
+void for_each_hc_shape(std::span<const HcShape> shapes, Check check) {
+  for (const HcShape& s : shapes) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
+                 std::to_string(s.embd) + ", T " + std::to_string(s.rows));
+    HcParams params;
+    params.n_hc = s.n_hc;
+    params.embd = s.embd;
+    check(make_hc_problem(params, s.rows, seed, s.strided));
+  }
 }
 
 // Every comb column of a split row sums to 1 within 1e-4 (SPEC §5; the last Sinkhorn step
@@ -259,6 +274,14 @@ inline PreOutputs run_pre(const HcDeviceInputs& in, const HcPrePlan& plan, const
   }
   return {to_host<float>(mix), to_host<float>(split), to_host<float>(collapsed),
           to_host<float>(normed)};
+}
+
+// HC-pre of p once on the GPU, with a plan for exactly p.rows and a fresh zeroed workspace.
+inline PreOutputs run_pre_on_gpu(const HcProblem& p) {
+  HcDeviceInputs in(p, Device::cuda);
+  const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+  Buffer workspace = zeroed_workspace(plan);
+  return run_pre(in, plan, workspace, 1);
 }
 
 // HC-pre in one launch: equal bitwise to norm-mix + split/collapse/norm, repeatable back to

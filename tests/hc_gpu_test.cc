@@ -40,21 +40,14 @@ class HcGpu : public ::testing::Test {
 // Runs check(problem, device) on both backends and compares CUDA with CPU.
 template <class Check>
 void on_both_backends(Check check) {
-  for (const HcShape& s : kShapes) {
-    const std::uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
-                 std::to_string(s.embd) + ", T " + std::to_string(s.rows));
-    HcParams params;
-    params.n_hc = s.n_hc;
-    params.embd = s.embd;
-    const HcProblem p = make_hc_problem(params, s.rows, seed, s.strided);
+  testing::for_each_hc_shape(kShapes, [&](const HcProblem& p) {
     const std::vector<float> gpu = check(p, Device::cuda);
     const std::vector<float> cpu = check(p, Device::cpu);
     EXPECT_LE(testing::relative_l2(
                   gpu, testing::widen(cpu.data(), static_cast<std::int64_t>(cpu.size()))),
               testing::kHcTolerance)
         << "CUDA vs CPU";
-  }
+  });
 }
 
 TEST_F(HcGpu, Split) {
@@ -114,14 +107,8 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
   single.x.assign(batch.x.begin() + row * batch.x_row_stride,
                   batch.x.begin() + (row + 1) * batch.x_row_stride);
   single.mix.resize(static_cast<std::size_t>(single.mix_width()));
-  const auto run = [](const HcProblem& p) {
-    testing::HcDeviceInputs in(p, Device::cuda);
-    const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-    Buffer workspace = testing::zeroed_workspace(plan);
-    return testing::run_pre(in, plan, workspace, 1);
-  };
-  const auto all = run(batch);
-  const auto one = run(single);
+  const auto all = testing::run_pre_on_gpu(batch);
+  const auto one = testing::run_pre_on_gpu(single);
   const std::int64_t e = batch.params.embd;
   EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.normed, row, e), one.normed));
   EXPECT_TRUE(
@@ -136,21 +123,14 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   constexpr HcShape kEdges[] = {{4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true},
                                 {4, 4100, 9, false}, {3, 40, 70, true},    {8, 128, 33, false},
                                 {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true}};
-  for (const HcShape& s : kEdges) {
-    const std::uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
-                 std::to_string(s.embd) + ", T " + std::to_string(s.rows));
-    HcParams params;
-    params.n_hc = s.n_hc;
-    params.embd = s.embd;
-    const HcProblem p = make_hc_problem(params, s.rows, seed, s.strided);
+  testing::for_each_hc_shape(kEdges, [](const HcProblem& p) {
     const auto gpu = testing::check_pre(p, Device::cuda);
     const auto cpu = testing::check_pre(p, Device::cpu);
     EXPECT_LE(testing::relative_l2(
                   gpu.normed,
                   testing::widen(cpu.normed.data(), static_cast<std::int64_t>(cpu.normed.size()))),
               testing::kHcTolerance);
-  }
+  });
 }
 
 // A row's HC-pre outputs are bitwise the same alone (half-chunk blocks) and inside batches run
@@ -161,13 +141,7 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
     const HcProblem batch = make_hc_problem(HcParams{}, rows, seed, strided);
-    const auto run = [](const HcProblem& p) {
-      testing::HcDeviceInputs in(p, Device::cuda);
-      const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-      Buffer workspace = testing::zeroed_workspace(plan);
-      return testing::run_pre(in, plan, workspace, 1);
-    };
-    const auto all = run(batch);
+    const auto all = testing::run_pre_on_gpu(batch);
     const std::int64_t e = batch.params.embd;
     const int m = batch.mix_width();
     for (std::int64_t row : {std::int64_t{0}, std::int64_t{7}, std::int64_t{8}, rows - 1}) {
@@ -176,7 +150,7 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
       single.x.assign(batch.x.begin() + row * batch.x_row_stride,
                       batch.x.begin() + (row + 1) * batch.x_row_stride);
       single.mix.resize(static_cast<std::size_t>(m));
-      const auto one = run(single);
+      const auto one = testing::run_pre_on_gpu(single);
       EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.mix, row, m), one.mix)) << row;
       EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.split, row, m), one.split));
       EXPECT_TRUE(testing::bitwise_equal(testing::float_row(all.normed, row, e), one.normed));
@@ -246,14 +220,8 @@ TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
     const std::int64_t bad = 5;
     dirty.x[static_cast<std::size_t>(bad * clean.x_row_stride + 123)] =
         std::numeric_limits<float>::quiet_NaN();
-    const auto run = [](const HcProblem& p) {
-      testing::HcDeviceInputs in(p, Device::cuda);
-      const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-      Buffer workspace = testing::zeroed_workspace(plan);
-      return testing::run_pre(in, plan, workspace, 1);
-    };
-    const auto want = run(clean);
-    const auto got = run(dirty);
+    const auto want = testing::run_pre_on_gpu(clean);
+    const auto got = testing::run_pre_on_gpu(dirty);
     const std::int64_t e = clean.params.embd;
     const int m = clean.mix_width();
     for (std::int64_t t = 0; t < rows; ++t) {

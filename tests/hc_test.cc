@@ -23,15 +23,7 @@ constexpr HcShape kShapes[] = {{4, 256, 1, false}, {4, 256, 5, true},  {1, 64, 3
 
 template <class Check>
 void for_each_shape(Check check) {
-  for (const HcShape& s : kShapes) {
-    const std::uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(s.n_hc) + ", E " +
-                 std::to_string(s.embd) + ", T " + std::to_string(s.rows));
-    HcParams params;
-    params.n_hc = s.n_hc;
-    params.embd = s.embd;
-    check(make_hc_problem(params, s.rows, seed, s.strided));
-  }
+  testing::for_each_hc_shape(kShapes, check);
 }
 
 TEST(HcCpu, SplitMatchesOracleAndIsDoublyStochastic) {

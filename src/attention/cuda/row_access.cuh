@@ -1,5 +1,5 @@
-// Moving cache rows: asynchronous global->shared copies (cp.async, sm_80+) and turning the few
-// elements of a staged row that one thread owns into f32 values.
+// Reading staged cache rows: turning the few elements of a staged row that one thread owns into
+// f32 values (the rows arrive through common/cp_async.cuh).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -7,37 +7,10 @@
 #include <cstdint>
 
 #include "attention/cuda/decode_params.cuh"
+#include "common/cp_async.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
-
-// 16 bytes global->shared, bypassing L1 (streamed once). A row outside the split copies
-// nothing and zero-fills, so tail rows decode to finite zeros.
-__device__ __forceinline__ void copy_async_16(void* shared, const void* global, bool valid) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  const int source_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
-               "r"(source_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void copy_async_4(void* shared, const void* global, bool valid) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  const int source_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
-               "r"(source_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void commit_copies() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-// Waits until at most `kPending` of this thread's committed copy groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // Decode scale of a TQ row part from its stored norm (SPEC §1.2). D = 512 multiplies by the
 // block's precomputed 1/sf instead of dividing per row (at most one ulp from n / sf).

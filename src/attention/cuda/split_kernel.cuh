@@ -12,7 +12,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <type_traits>
 
 #include "attention/cuda/codebook_lookup.cuh"
@@ -24,6 +23,7 @@
 #include "attention/cuda/split_shape.cuh"
 #include "attention/state.h"
 #include "common/cuda_check.cuh"
+#include "common/shared_memory_opt_in.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
@@ -77,7 +77,7 @@ __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_
     if (kTile % kRowsPerPass != 0 && t >= kTile) break;
     const int logical = tile_begin + t;
     copy_async_16(target + t * kPitch, column + split.row(logical) * row_stride,
-                  logical < split.end);
+                  logical < split.end ? 16 : 0);
   }
 }
 
@@ -393,21 +393,8 @@ void launch_split(const DecodeParams& p, dim3 grid, cudaStream_t stream) {
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 SplitKernel split_kernel_for() {
   constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
-  // Once per device: more than 48 KB of dynamic shared memory must be opted into.
-  static std::mutex mutex;
-  static std::uint64_t opted_in_devices = 0;
-  int device = 0;
-  TD_CUDA_CHECK(cudaGetDevice(&device));
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-    if ((opted_in_devices & bit) == 0) {
-      TD_CUDA_CHECK(cudaFuncSetAttribute(split_kernel<D, kHeads, KC, VC>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kSharedBytes));
-      opted_in_devices |= bit;
-    }
-  }
+  static SharedMemoryOptIn opt_in;
+  opt_in.ensure(reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes);
   return {reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes,
           &launch_split<D, kHeads, KC, VC>};
 }

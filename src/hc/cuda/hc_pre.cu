@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.cuh"
+#include "common/mma_tf32.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "hc/pre_workspace.h"
@@ -173,34 +174,6 @@ __device__ __forceinline__ void load_weights(const PreLaunch& p, const SpanTask&
       load_weight_row(p, k, m, task.column, w.v[q][i]);
     }
   }
-}
-
-// v rounded to TF32 (round to nearest, ties away): the low 13 bits of the result are zero.
-__device__ __forceinline__ unsigned tf32_round(float v) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-
-// x = hi + lo for the B operands: hi is x with its low 13 mantissa bits cleared (exact in
-// TF32, never rounded up to infinity), so x − hi is exact; lo is that rounded to TF32. Together
-// they carry ≈ 22 bits of x with f32 range. ±inf becomes NaN (inf − inf).
-__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
-  hi = __float_as_uint(x) & 0xffffe000u;
-  lo = tf32_round(__fsub_rn(x, __uint_as_float(hi)));
-}
-
-// d += A·B for one 16 × 8 × 8 TF32 tile (f32 accumulate). Fragment layout (PTX ISA, mma
-// m16n8k8 .tf32; g = lane / 4, t = lane % 4): a = A(g, t), A(g + 8, t), A(g, t + 4),
-// A(g + 8, t + 4); b = B(t, g), B(t + 4, g); d = D(g, 2t), D(g, 2t + 1), D(g + 8, 2t),
-// D(g + 8, 2t + 1).
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // The span's dot products for 32 outputs × 8 rows. K-step j pairs k-index t with column

@@ -19,10 +19,13 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <mutex>
 
+#include "common/cp_async.cuh"
 #include "common/cuda_check.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shared_memory_opt_in.cuh"
 #include "q8/cuda/q8_cuda.h"
+#include "q8/cuda/q8_widen.cuh"
 #include "q8/q8_mma_layout.h"
 
 namespace turbodecode::cuda {
@@ -58,20 +61,6 @@ constexpr std::int64_t kPrefillMinBlocks = 128;
 
 // --- copies into shared memory --------------------------------------------------------------
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-// The first `bytes` (≤ 16) of 16 global bytes; the rest of the destination is zero-filled.
-__device__ __forceinline__ void copy_async_16(void* shared, const void* global, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)),
-               "l"(global), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void copy_async_4(void* shared, const void* global) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address(shared)),
-               "l"(global)
-               : "memory");
-}
 // The first `bytes` (even, < 16) of 16 global bytes by plain 2-byte loads, the rest of the
 // destination zeroed: for the chunk that ends the weight view, where a 16-byte read could leave
 // the allocation.
@@ -81,14 +70,6 @@ __device__ __forceinline__ void copy_tail_16(void* shared, const void* global, i
 #pragma unroll
   for (int i = 0; i < 8; ++i) dst[i] = 2 * i < bytes ? __ldg(src + i) : std::uint16_t{0};
 }
-__device__ __forceinline__ void commit_copies() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // Start mod 16 of the span of Q8_0 block `first_block` of row `row`.
 __device__ __forceinline__ int span_lead(const q8::MatvecArgs& a, std::int64_t row,
                                          std::int64_t first_block) {
@@ -148,7 +129,7 @@ __device__ __forceinline__ void copy_input_stage(const q8::MatvecArgs& a, std::i
       if constexpr (kWidth == 4) {
         copy_async_16(dst, src, 16);
       } else {
-        copy_async_4(dst, src);
+        copy_async_4(dst, src, true);
       }
     } else if constexpr (kWidth == 4) {
       *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -176,41 +157,6 @@ __device__ __forceinline__ void copy_stage(const q8::MatvecArgs& a, std::int64_t
 }
 
 // --- tensor-core arithmetic -----------------------------------------------------------------
-
-// d = A·B (+ c): one m16n8k8 TF32 product with f32 accumulators.
-__device__ __forceinline__ void mma_first(float (&d)[4], const unsigned (&a)[4],
-                                          const unsigned (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f), "f"(0.0f),
-        "f"(0.0f), "f"(0.0f));
-}
-__device__ __forceinline__ void mma_accumulate(float (&d)[4], const unsigned (&a)[4],
-                                               const unsigned (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Byte `byte` (0, 1) of a weight pair as an exact TF32 value: flipping the sign bit gives
-// q + 128, placed in the mantissa of 2^23 that is exactly 2^23 + 128 + q, and subtracting
-// 2^23 + 128 leaves q (a byte permute and an add, instead of I2F at a quarter of the FP32 rate).
-__device__ __forceinline__ unsigned weight_tf32(unsigned pair, int byte) {
-  const unsigned biased = __byte_perm(pair ^ 0x8080u, 0x4B000000u, 0x7540u + byte);
-  return __float_as_uint(__uint_as_float(biased) - 8388736.0f);
-}
-
-// x = hi + lo in TF32 (see the top of the file): TF32 values as f32 bit patterns with the low
-// 13 bits zero. lo is rounded half away from zero by adding half a TF32 ulp to its magnitude
-// bits before clearing them (what cvt.rna.tf32.f32 does, in two integer operations; lo is far
-// from overflow, and NaN stays NaN).
-__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
-  constexpr unsigned kTf32Bits = 0xFFFFE000u;
-  hi = __float_as_uint(x) & kTf32Bits;
-  lo = (__float_as_uint(x - __uint_as_float(hi)) + 0x1000u) & kTf32Bits;
-}
 
 // What one lane keeps for its tiles: acc[m][n][i] is element (acc_row(i, g), acc_token(i, t))
 // of row tile m and token tile n of its warp.
@@ -244,7 +190,9 @@ __device__ __forceinline__ void accumulate_block(const unsigned char* weights,
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        a[m][i] = weight_tf32(pairs[layout::a_row_half(i)], layout::a_pair_byte(i));
+        // Exact in TF32: the integers fit its 11 bits.
+        a[m][i] = __float_as_uint(
+            q8_weight(pairs[layout::a_row_half(i)] ^ kQ8SignBits, layout::a_pair_byte(i)));
       }
     }
     unsigned hi[N][2];
@@ -261,16 +209,16 @@ __device__ __forceinline__ void accumulate_block(const unsigned char* weights,
 #pragma unroll
       for (int n = 0; n < N; ++n) {
         if (s == 0) {
-          mma_first(block[m][n], a[m], hi[n]);
-        } else {
-          mma_accumulate(block[m][n], a[m], hi[n]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) block[m][n][i] = 0.0f;
         }
+        mma_tf32(block[m][n], a[m], hi[n][0], hi[n][1]);
       }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
-      for (int n = 0; n < N; ++n) mma_accumulate(block[m][n], a[m], lo[n]);
+      for (int n = 0; n < N; ++n) mma_tf32(block[m][n], a[m], lo[n][0], lo[n][1]);
     }
   }
 #pragma unroll
@@ -400,19 +348,8 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
 template <class Shape>
 void launch(const q8::MatvecArgs& args, Stream stream) {
   if constexpr (Shape::kSharedBytes > 48 * 1024) {
-    // Once per device: more than 48 KB of dynamic shared memory must be opted into.
-    static std::mutex mutex;
-    static std::uint64_t opted_in_devices = 0;
-    int device = 0;
-    TD_CUDA_CHECK(cudaGetDevice(&device));
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-    if ((opted_in_devices & bit) == 0) {
-      TD_CUDA_CHECK(cudaFuncSetAttribute(q8_mma_matvec_kernel<Shape>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Shape::kSharedBytes));
-      opted_in_devices |= bit;
-    }
+    static SharedMemoryOptIn opt_in;
+    opt_in.ensure(reinterpret_cast<const void*>(&q8_mma_matvec_kernel<Shape>), Shape::kSharedBytes);
   }
   const std::int64_t token_tiles = (args.tokens + Shape::kTokens - 1) / Shape::kTokens;
   const dim3 grid(static_cast<unsigned>((args.out_rows + Shape::kRows - 1) / Shape::kRows),
