@@ -2,6 +2,8 @@
 // expand fusions both call it, so fused and unfused results are bitwise equal.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -10,30 +12,34 @@
 
 namespace turbodecode::q8 {
 
-// Σ_b d_b · (Σ_j q_bj·x_bj): each block's sum is formed in 8 fixed lanes (vectorisable), the
-// lanes added pairwise, then scaled by d into the row's accumulator.
+// Σ_b d_b · (Σ_j q_bj·x_bj) with AVX2: a block's 32 products go into 8 lanes (weight j in lane
+// j % 8), the block's lanes are scaled by its d into the row's 8 lanes, and those are added
+// pairwise at the end. Reducing every block to one value before scaling (the previous form)
+// cost a horizontal sum per 32 weights: 587 µs for the 4096 × 2048 matvec of the HC chain on
+// 2 cores, against ≈ 300 µs for its 8.9 MB at the machine's read bandwidth.
 inline float row_dot_cpu(const std::uint8_t* row, const float* x, std::int64_t cols) {
   constexpr int kLanes = 8;
-  float acc = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (std::int64_t b = 0; b < cols / kQ8BlockValues; ++b) {
     const std::uint8_t* block = row + b * kQ8BlockBytes;
     std::uint16_t d_bits;
     std::memcpy(&d_bits, block, sizeof d_bits);
-    const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
     const float* xb = x + b * kQ8BlockValues;
-    // Widening into a local array first lets the compiler vectorise both loops.
-    float qf[kQ8BlockValues];
-    for (int j = 0; j < kQ8BlockValues; ++j) qf[j] = static_cast<float>(q[j]);
-    float lanes[kLanes] = {};
+    __m256 sum = _mm256_setzero_ps();
     for (int j = 0; j < kQ8BlockValues; j += kLanes) {
-      for (int l = 0; l < kLanes; ++l) lanes[l] = __builtin_fmaf(qf[j + l], xb[j + l], lanes[l]);
+      std::int64_t packed;
+      std::memcpy(&packed, block + 2 + j, sizeof packed);
+      const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(packed)));
+      sum = _mm256_fmadd_ps(q, _mm256_loadu_ps(xb + j), sum);
     }
-    for (int width = kLanes / 2; width > 0; width /= 2) {
-      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-    }
-    acc = __builtin_fmaf(f16_to_f32(d_bits), lanes[0], acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_to_f32(d_bits)), sum, acc);
   }
-  return acc;
+  float lanes[kLanes];
+  _mm256_storeu_ps(lanes, acc);
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
 }
 
 }  // namespace turbodecode::q8
