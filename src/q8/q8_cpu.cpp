@@ -14,14 +14,41 @@
 namespace turbodecode {
 namespace q8 {
 
+namespace {
+
+// Output row r for the kTokens token rows from t0: one pass over the weight row.
+template <int kTokens>
+void matvec_tile(const MatvecArgs& args, std::int64_t r, std::int64_t t0) {
+  float dots[kTokens];
+  row_dots_cpu<kTokens>(args.weight + r * args.row_stride_bytes,
+                        args.input + t0 * args.input_stride, args.input_stride, args.cols, dots);
+  for (int i = 0; i < kTokens; ++i) args.out[(t0 + i) * args.out_stride + r] = dots[i];
+}
+
+template <int kTokens = kCpuTileTokens>
+void matvec_tail(const MatvecArgs& args, std::int64_t r, std::int64_t t0, int tokens) {
+  if constexpr (kTokens > 0) {
+    if (tokens == kTokens) {
+      matvec_tile<kTokens>(args, r, t0);
+    } else {
+      matvec_tail<kTokens - 1>(args, r, t0, tokens);
+    }
+  }
+}
+
+}  // namespace
+
+// Items are (tile of up to kCpuTileTokens token rows, output row): a weight row is read once
+// per tile. At T = 32 this took the HC chain's Q8_0 shared + expand step from 10.0 to 4.7 ms on
+// 2 cores (one pass over the weights per token before).
 void matvec_cpu(const MatvecArgs& args) {
-  const std::int64_t items = args.tokens * args.out_rows;
-  parallel_for(items, 64, [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t tiles = (args.tokens + kCpuTileTokens - 1) / kCpuTileTokens;
+  parallel_for(tiles * args.out_rows, 64, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t t = i / args.out_rows;
+      const std::int64_t t0 = i / args.out_rows * kCpuTileTokens;
       const std::int64_t r = i % args.out_rows;
-      args.out[t * args.out_stride + r] = row_dot_cpu(
-          args.weight + r * args.row_stride_bytes, args.input + t * args.input_stride, args.cols);
+      const std::int64_t left = args.tokens - t0;
+      matvec_tail(args, r, t0, static_cast<int>(left < kCpuTileTokens ? left : kCpuTileTokens));
     }
   });
 }
