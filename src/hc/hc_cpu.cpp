@@ -77,14 +77,14 @@ void expand_stream(const ExpandArgs& args, std::int64_t t, int c) {
   }
 }
 
-// Row t's raw norm-mix sums for outputs k0 .. k0 + count − 1 (count ≤ kNormMixGroup): output
-// k < M is Σ_i W[k][i]·x_i, output M is Σ_i x_i². Each output keeps 8 lanes (element d of a
-// stream in lane d % 8, streams in order) in one AVX2 register, F16 weights widened 8 at a time
-// by F16C; one pass over x serves the whole group. A scalar loop converting one weight at a
-// time took ≈ 210 µs for DeepSeek-V4's 786 KB matrix on 2 cores.
+// Row t's raw norm-mix products Σ_i W[k][i]·x_i for outputs k0 .. k0 + count − 1 (count ≤
+// kNormMixGroup). Each output keeps 8 lanes (element d of a stream in lane d % 8, streams in
+// order) in one AVX2 register, F16 weights widened 8 at a time by F16C; one pass over x serves
+// the whole group. A scalar loop converting one weight at a time took ≈ 210 µs for
+// DeepSeek-V4's 786 KB matrix on 2 cores.
 constexpr int kNormMixGroup = 8;
 
-void norm_mix_sums(const NormMixArgs& args, std::int64_t t, int k0, int count, float* sums) {
+void norm_mix_products(const NormMixArgs& args, std::int64_t t, int k0, int count, float* sums) {
   __m256 acc[kNormMixGroup];
   for (int j = 0; j < kNormMixGroup; ++j) acc[j] = _mm256_setzero_ps();
   const auto weight_row = [&](int j, int h) {
@@ -96,10 +96,8 @@ void norm_mix_sums(const NormMixArgs& args, std::int64_t t, int k0, int count, f
     for (; d + kLanes <= args.embd; d += kLanes) {
       const __m256 xv = _mm256_loadu_ps(x + d);
       for (int j = 0; j < count; ++j) {
-        const __m256 w = k0 + j == args.mix_width
-                             ? xv
-                             : _mm256_cvtph_ps(_mm_loadu_si128(
-                                   reinterpret_cast<const __m128i*>(weight_row(j, h) + d)));
+        const __m256 w = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(weight_row(j, h) + d)));
         acc[j] = _mm256_fmadd_ps(w, xv, acc[j]);
       }
     }
@@ -107,8 +105,7 @@ void norm_mix_sums(const NormMixArgs& args, std::int64_t t, int k0, int count, f
       float lanes[kLanes];
       _mm256_storeu_ps(lanes, acc[j]);
       for (std::int64_t e = d; e < args.embd; ++e) {
-        const float w = k0 + j == args.mix_width ? x[e] : f16_to_f32(weight_row(j, h)[e]);
-        lanes[e % kLanes] = fmaf(w, x[e], lanes[e % kLanes]);
+        lanes[e % kLanes] = fmaf(f16_to_f32(weight_row(j, h)[e]), x[e], lanes[e % kLanes]);
       }
       acc[j] = _mm256_loadu_ps(lanes);
     }
@@ -118,6 +115,13 @@ void norm_mix_sums(const NormMixArgs& args, std::int64_t t, int k0, int count, f
     _mm256_storeu_ps(lanes, acc[j]);
     sums[j] = sum_lanes(lanes);
   }
+}
+
+// Σ_i x_i² of row t, in the lanes of add_squares, streams in order.
+float norm_mix_squares(const NormMixArgs& args, std::int64_t t) {
+  float lanes[kLanes] = {};
+  for (int h = 0; h < args.n_hc; ++h) add_squares(args.x.at(t, h), args.embd, lanes);
+  return sum_lanes(lanes);
 }
 
 }  // namespace
@@ -170,25 +174,30 @@ void head_weights_cpu(const HeadWeightsArgs& args) {
 }
 
 void norm_mix_cpu(const NormMixArgs& args) {
-  const int items_per_row = args.mix_width + 1;
-  const int groups_per_row = (items_per_row + kNormMixGroup - 1) / kNormMixGroup;
-  std::vector<float> sums(static_cast<std::size_t>(args.rows * items_per_row));
-  // A row's groups stay on one thread: at T = 1 waking a worker cost more than it saved
+  const int m = args.mix_width;
+  const int groups = (m + kNormMixGroup - 1) / kNormMixGroup;
+  const int items_per_row = groups + 1;  // the output groups, then Σ x²
+  std::vector<float> sums(static_cast<std::size_t>(args.rows * (m + 1)));
+  // A row's items stay on one thread: at T = 1 waking a worker cost more than it saved
   // (2 cores: 54 µs with two threads, 36 µs with one, DeepSeek-V4 shape).
-  parallel_for(args.rows * groups_per_row, groups_per_row,
-               [&](std::int64_t begin, std::int64_t end) {
-                 for (std::int64_t i = begin; i < end; ++i) {
-                   const std::int64_t t = i / groups_per_row;
-                   const int k0 = static_cast<int>(i % groups_per_row) * kNormMixGroup;
-                   const int count = std::min(kNormMixGroup, items_per_row - k0);
-                   norm_mix_sums(args, t, k0, count, sums.data() + t * items_per_row + k0);
-                 }
-               });
+  parallel_for(args.rows * items_per_row, items_per_row, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t = i / items_per_row;
+      const int group = static_cast<int>(i % items_per_row);
+      float* row = sums.data() + t * (m + 1);
+      if (group == groups) {
+        row[m] = norm_mix_squares(args, t);
+      } else {
+        const int k0 = group * kNormMixGroup;
+        norm_mix_products(args, t, k0, std::min(kNormMixGroup, m - k0), row + k0);
+      }
+    }
+  });
   const std::int64_t width = args.n_hc * args.embd;
   for (std::int64_t t = 0; t < args.rows; ++t) {
-    const float* row = sums.data() + t * items_per_row;
-    const float rho = hc_rms_scale(row[args.mix_width], width, args.eps);
-    for (int k = 0; k < args.mix_width; ++k) args.mix.row(t)[k] = rho * row[k];
+    const float* row = sums.data() + t * (m + 1);
+    const float rho = hc_rms_scale(row[m], width, args.eps);
+    for (int k = 0; k < m; ++k) args.mix.row(t)[k] = rho * row[k];
   }
 }
 
