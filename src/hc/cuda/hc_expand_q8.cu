@@ -20,8 +20,8 @@ constexpr std::int64_t kMaxGridY = 65535;
 template <int kFixedN, int kTokens>
 __global__ void __launch_bounds__(kThreads, 4)
     expand_q8_kernel(const hc::ExpandQ8Args args, std::int64_t first_token, std::int64_t tiles) {
-  __shared__ Q8InputTile tile;
-  __shared__ Q8RowBuffer buffers[kWarpsPerBlock];
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto& warp_shared = *reinterpret_cast<Q8WarpShared<kWarpsPerBlock, kTokens>*>(shared_bytes);
   const q8::MatvecArgs& mv = args.matvec;
   const hc::ExpandArgs& ex = args.expand;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     const std::int64_t t0 = first_token + y * kTokens;
     float dots[kTokens];
     q8_warp_row_dots<kThreads, kTokens>(row, mv.input + t0 * mv.input_stride, mv.input_stride,
-                                        mv.cols, tile, buffers[warp], dots);
+                                        mv.cols, warp_shared.tile, warp_shared.buffers[warp], dots);
     if (row == nullptr || lane >= n) continue;
 #pragma unroll
     for (int i = 0; i < kTokens; ++i) {
@@ -52,12 +52,15 @@ template <int kFixedN>
 void launch_expand_q8(const hc::ExpandQ8Args& args, Stream stream) {
   const auto blocks =
       static_cast<unsigned>((args.matvec.out_rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  for_each_q8_tile_size(args.matvec.tokens, [&]<int kTokens>(std::int64_t first,
-                                                             std::int64_t tiles) {
-    const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
-    expand_q8_kernel<kFixedN, kTokens><<<grid, kThreads, 0, native(stream)>>>(args, first, tiles);
-    TD_CUDA_CHECK_LAUNCH("expand_q8_kernel");
-  });
+  for_each_q8_tile_size(
+      args.matvec.tokens, [&]<int kTokens>(std::int64_t first, std::int64_t tiles) {
+        const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
+        const int shared_bytes =
+            q8_warp_shared_bytes<&expand_q8_kernel<kFixedN, kTokens>, kWarpsPerBlock, kTokens>();
+        expand_q8_kernel<kFixedN, kTokens>
+            <<<grid, kThreads, shared_bytes, native(stream)>>>(args, first, tiles);
+        TD_CUDA_CHECK_LAUNCH("expand_q8_kernel");
+      });
 }
 
 }  // namespace

@@ -16,8 +16,8 @@ constexpr std::int64_t kMaxGridY = 65535;
 template <int kTokens>
 __global__ void __launch_bounds__(kThreads, 4)
     q8_matvec_kernel(const q8::MatvecArgs args, std::int64_t first_token, std::int64_t tiles) {
-  __shared__ Q8InputTile tile;
-  __shared__ Q8RowBuffer buffers[kWarpsPerBlock];
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto& warp_shared = *reinterpret_cast<Q8WarpShared<kWarpsPerBlock, kTokens>*>(shared_bytes);
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   // Warps past the last row still take part in the block's input staging.
@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     const std::int64_t t0 = first_token + y * kTokens;
     float dots[kTokens];
     q8_warp_row_dots<kThreads, kTokens>(row, args.input + t0 * args.input_stride, args.input_stride,
-                                        args.cols, tile, buffers[warp], dots);
+                                        args.cols, warp_shared.tile, warp_shared.buffers[warp],
+                                        dots);
     if (row != nullptr && threadIdx.x % kWarpSize == 0) {
 #pragma unroll
       for (int i = 0; i < kTokens; ++i) args.out[(t0 + i) * args.out_stride + r] = dots[i];
@@ -47,7 +48,9 @@ void q8_matvec(const q8::MatvecArgs& args, Stream stream) {
   const auto blocks = static_cast<unsigned>((args.out_rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
   for_each_q8_tile_size(args.tokens, [&]<int kTokens>(std::int64_t first, std::int64_t tiles) {
     const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
-    q8_matvec_kernel<kTokens><<<grid, kThreads, 0, native(stream)>>>(args, first, tiles);
+    const int shared_bytes =
+        q8_warp_shared_bytes<&q8_matvec_kernel<kTokens>, kWarpsPerBlock, kTokens>();
+    q8_matvec_kernel<kTokens><<<grid, kThreads, shared_bytes, native(stream)>>>(args, first, tiles);
     TD_CUDA_CHECK_LAUNCH("q8_matvec_kernel");
   });
 }

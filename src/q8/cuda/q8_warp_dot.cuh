@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/shared_memory_opt_in.cuh"
 #include "q8/cuda/q8_widen.cuh"
 #include "turbodecode/q8.h"
 
@@ -22,58 +23,94 @@ __device__ __forceinline__ float warp_sum(float value) {
   return value;
 }
 
-// A row is read in spans of kQ8SpanBlocks blocks (1024 weights, 1088 bytes). Each lane loads
-// its 16-byte chunks of the span into registers (all in flight together), the warp stores them
-// in its shared row buffer, and then reads them back block by block: the 34-byte blocks do not
-// line up with 16-byte chunks, and the buffer turns that into aligned shared-memory reads. The
-// registers then already hold the next span's loads while this span is computed.
-inline constexpr int kQ8SpanBlocks = 32;
+// A row is read in spans of kQ8SpanBlocks blocks (2048 weights, 2176 bytes): a 2048-column row
+// is one span, so all of its loads are in flight at once. Each lane loads its 16-byte chunks of
+// the span into registers, the warp stores them in its shared row buffer, and each lane then
+// reads back whole blocks, 2·lane and 2·lane + 1: their words are 17 words apart from one lane
+// to the next, so every read hits 32 distinct banks, and both blocks of a step start at the same
+// address mod 4 in every lane, so the byte positions of the weights are compile-time. The
+// registers already hold the next span's loads while this span is computed.
+inline constexpr int kQ8SpanBlocks = 64;
 inline constexpr int kQ8SpanCols = kQ8SpanBlocks * kQ8BlockValues;
 inline constexpr int kQ8SpanBytes = kQ8SpanBlocks * kQ8BlockBytes;
 inline constexpr int kQ8ChunkBytes = 16;
 inline constexpr int kQ8ChunksPerLane = (kQ8SpanBytes / kQ8ChunkBytes + kWarpSize - 1) / kWarpSize;
 inline constexpr int kQ8TileTokens = 4;  // input rows per weight-row read (T > 1)
-// A warp computes kQ8GroupBlocks blocks at a time: lane l takes weights 4(l % 8) .. 4(l % 8) + 3
-// of block l / 8, so the group's inputs are one contiguous float4 per lane.
-inline constexpr int kQ8GroupBlocks = kWarpSize * 4 / kQ8BlockValues;
-inline constexpr int kQ8LaneValues = 4;
+// The inputs of a lane's block pair are 64 floats; a pad of 4 floats after each pair makes
+// pair p start in group of banks p mod 8, so 8 consecutive lanes read their float4 from 8
+// different groups (no bank conflict).
+inline constexpr int kQ8PairCols = 2 * kQ8BlockValues;
+inline constexpr int kQ8PairFloats = kQ8PairCols + 4;
+inline constexpr int kQ8TileRowFloats = kQ8SpanBlocks / 2 * kQ8PairFloats;
 
-// The inputs of one span for a tile of tokens, shared by the block's warps.
+// The inputs of one span for kTokens rows, shared by the block's warps: column c of the span at
+// q8_tile_index(c).
+template <int kTokens>
 struct alignas(16) Q8InputTile {
-  float x[kQ8TileTokens][kQ8SpanCols];
+  float x[kTokens][kQ8TileRowFloats];
 };
+
+__host__ __device__ constexpr int q8_tile_index(int col) {
+  return col + (kQ8PairFloats - kQ8PairCols) * (col / kQ8PairCols);
+}
 
 // One warp's copy of a span: byte i of the span at bytes[shift + i], where shift is the span's
 // address modulo 16, so that its 16-byte chunks land on 16-byte boundaries. The slack covers the
 // shift and the last block's aligned word reads.
 struct alignas(16) Q8RowBuffer {
-  std::uint8_t bytes[kQ8SpanBytes + 2 * kQ8ChunkBytes];
+  std::uint8_t bytes[kQ8SpanBytes + kQ8ChunkBytes];
 };
+
+// The shared memory of a block of kWarps warps that call q8_warp_row_dots (dynamic: above
+// 48 KB at kTokens = 4).
+template <int kWarps, int kTokens>
+struct Q8WarpShared {
+  Q8InputTile<kTokens> tile;
+  Q8RowBuffer buffers[kWarps];
+};
+
+// The dynamic shared-memory bytes of kKernel, a kernel of kWarps warps that calls
+// q8_warp_row_dots on kTokens rows; the first call opts it in where that is above 48 KB.
+template <auto kKernel, int kWarps, int kTokens>
+int q8_warp_shared_bytes() {
+  constexpr int kBytes = sizeof(Q8WarpShared<kWarps, kTokens>);
+  if constexpr (kBytes > 48 * 1024) {
+    static SharedMemoryOptIn opt_in;
+    opt_in.ensure(reinterpret_cast<const void*>(kKernel), kBytes);
+  }
+  return kBytes;
+}
 
 // Copies inputs [first_col, first_col + cols) of kTokens rows into the tile, 16 bytes at a time
 // when the rows allow. Called by every thread of the block; synchronises before (the previous span
 // has been read) and after (the tile is complete).
 template <int kThreads, int kTokens>
-__device__ __forceinline__ void stage_inputs(const float* x, std::int64_t x_stride,
-                                             std::int64_t first_col, int cols, Q8InputTile& tile) {
+__device__ __forceinline__ void stage_inputs(const float* x, std::int64_t x_stride, int first_col,
+                                             int cols, Q8InputTile<kTokens>& tile) {
+  constexpr int kVectorsPerThread = (kQ8SpanCols / 4 + kThreads - 1) / kThreads;
   __syncthreads();
   const bool vectors = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
 #pragma unroll
   for (int i = 0; i < kTokens; ++i) {
     const float* src = x + i * x_stride + first_col;
     if (vectors) {
-      for (int v = threadIdx.x; v < cols / 4; v += kThreads) {
-        reinterpret_cast<float4*>(tile.x[i])[v] = __ldg(reinterpret_cast<const float4*>(src) + v);
+#pragma unroll
+      for (int s = 0; s < kVectorsPerThread; ++s) {
+        const int v = static_cast<int>(threadIdx.x) + kThreads * s;
+        if (v < cols / 4) {
+          *reinterpret_cast<float4*>(&tile.x[i][q8_tile_index(4 * v)]) =
+              __ldg(reinterpret_cast<const float4*>(src) + v);
+        }
       }
     } else {
-      for (int c = threadIdx.x; c < cols; c += kThreads) tile.x[i][c] = __ldg(src + c);
+      // The fallback stays a loop: unrolled, its hoisted addresses cost registers.
+#pragma unroll 1
+      for (int c = static_cast<int>(threadIdx.x); c < cols; c += kThreads) {
+        tile.x[i][q8_tile_index(c)] = __ldg(src + c);
+      }
     }
   }
   __syncthreads();
-}
-
-__device__ __forceinline__ float f16_bits_to_float(std::uint32_t bits) {
-  return __half2float(__ushort_as_half(static_cast<std::uint16_t>(bits & 0xffffu)));
 }
 
 // Where a span's bytes lie: `lead` bytes before the first 16-byte boundary, `chunks` whole
@@ -109,11 +146,10 @@ struct Q8SpanLoads {
 // Issues every load of the lane's part of the span before any is used.
 __device__ __forceinline__ void load_span(const std::uint8_t* span, const Q8SpanLayout& layout,
                                           int lane, Q8SpanLoads& loads) {
-  const uint4* chunks = reinterpret_cast<const uint4*>(span + layout.lead);
+  const uint4* lane_chunks = reinterpret_cast<const uint4*>(span + layout.lead) + lane;
 #pragma unroll
   for (int s = 0; s < kQ8ChunksPerLane; ++s) {
-    const int c = lane + kWarpSize * s;
-    if (c < layout.chunks) loads.chunk[s] = __ldg(chunks + c);
+    if (lane + kWarpSize * s < layout.chunks) loads.chunk[s] = __ldg(lane_chunks + kWarpSize * s);
   }
   if (lane < layout.loose_halves()) {
     loads.loose = __ldg(reinterpret_cast<const std::uint16_t*>(span + layout.loose_offset(lane)));
@@ -124,85 +160,116 @@ __device__ __forceinline__ void load_span(const std::uint8_t* span, const Q8Span
 __device__ __forceinline__ void store_span(const Q8SpanLoads& loads, const Q8SpanLayout& layout,
                                            int lane, Q8RowBuffer& buffer) {
   std::uint8_t* base = buffer.bytes + layout.shift;
+  auto* lane_chunks = reinterpret_cast<uint4*>(base + layout.lead) + lane;
 #pragma unroll
   for (int s = 0; s < kQ8ChunksPerLane; ++s) {
-    const int c = lane + kWarpSize * s;
-    if (c < layout.chunks) {
-      *reinterpret_cast<uint4*>(base + layout.lead + kQ8ChunkBytes * c) = loads.chunk[s];
-    }
+    if (lane + kWarpSize * s < layout.chunks) lane_chunks[kWarpSize * s] = loads.chunk[s];
   }
   if (lane < layout.loose_halves()) {
     *reinterpret_cast<std::uint16_t*>(base + layout.loose_offset(lane)) = loads.loose;
   }
 }
 
-// The 4 bytes at an even, possibly unaligned, offset of the row buffer.
-__device__ __forceinline__ std::uint32_t buffer_word(const Q8RowBuffer& buffer, int offset) {
-  const auto* words = reinterpret_cast<const std::uint32_t*>(buffer.bytes + (offset & ~3));
-  return __funnelshift_r(words[0], words[1], 8 * (offset & 3));
-}
-
-// Adds the lane's part of a buffered span to acc[i] for tokens i < kTokens: per group of
-// kQ8GroupBlocks blocks, the lane's 4 products summed in order, then scaled by the block's d.
-template <int kTokens>
-__device__ __forceinline__ void accumulate_span(const Q8RowBuffer& buffer, int shift,
-                                                int span_blocks, int lane, const Q8InputTile& tile,
-                                                float (&acc)[kTokens]) {
-  const int quarter = lane % (kQ8BlockValues / kQ8LaneValues);
-  const int lane_block = lane / (kQ8BlockValues / kQ8LaneValues);
-  // Unrolled only while the rows' inputs fit the 64 registers of 4 blocks per SM.
-#pragma unroll(kTokens > 2 ? 1 : 2)
-  for (int first = 0; first < span_blocks; first += kQ8GroupBlocks) {
-    const int block = first + lane_block;
-    if (block >= span_blocks) break;
-    const int offset = shift + kQ8BlockBytes * block;
-    const float d =
-        f16_bits_to_float(*reinterpret_cast<const std::uint16_t*>(buffer.bytes + offset));
-    const std::uint32_t biased =
-        buffer_word(buffer, offset + 2 + kQ8LaneValues * quarter) ^ kQ8SignBits;
-    const float w0 = q8_weight(biased, 0);
-    const float w1 = q8_weight(biased, 1);
-    const float w2 = q8_weight(biased, 2);
-    const float w3 = q8_weight(biased, 3);
-    const int col = kQ8BlockValues * first + kQ8LaneValues * lane;
+// Adds d·Σ_j q_j·x_ij (j in order) of one buffered block to acc[i] for tokens i < kTokens.
+// `words` is the block's start rounded down to 4 bytes and kLead the offset of q_0 from there:
+// 2 (d in the low half of words[0]) or 4 (d in its high half), so that each weight is one
+// compile-time byte of one word. `inputs` are the block's 32 inputs of token 0 in the tile.
+template <int kLead, int kTokens>
+__device__ __forceinline__ void accumulate_block(const std::uint32_t* words, const float* inputs,
+                                                 float (&acc)[kTokens]) {
+  static_assert(kLead == 2 || kLead == 4, "blocks start on even bytes");
+  constexpr int kWords = (kLead + kQ8BlockValues + 3) / 4;
+  std::uint32_t biased[kWords];
+#pragma unroll
+  for (int m = 0; m < kWords; ++m) biased[m] = words[m] ^ kQ8SignBits;
+  const std::uint32_t d_bits = kLead == 2 ? words[0] : words[0] >> 16;
+  const float d = __half2float(__ushort_as_half(static_cast<std::uint16_t>(d_bits & 0xffffu)));
+  float dots[kTokens];
+#pragma unroll
+  for (int k = 0; k < kQ8BlockValues / 4; ++k) {
+    float w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int byte = kLead + 4 * k + e;
+      w[e] = q8_weight(biased[byte / 4], byte % 4);
+    }
 #pragma unroll
     for (int i = 0; i < kTokens; ++i) {
-      const float4 xv = *reinterpret_cast<const float4*>(&tile.x[i][col]);
-      float dot = w0 * xv.x;
-      dot = fmaf(w1, xv.y, dot);
-      dot = fmaf(w2, xv.z, dot);
-      dot = fmaf(w3, xv.w, dot);
-      acc[i] = fmaf(d, dot, acc[i]);
+      const float4 xv = *reinterpret_cast<const float4*>(inputs + kQ8TileRowFloats * i + 4 * k);
+      float dot = k == 0 ? w[0] * xv.x : fmaf(w[0], xv.x, dots[i]);
+      dot = fmaf(w[1], xv.y, dot);
+      dot = fmaf(w[2], xv.z, dot);
+      dots[i] = fmaf(w[3], xv.w, dot);
     }
+  }
+#pragma unroll
+  for (int i = 0; i < kTokens; ++i) acc[i] = fmaf(d, dots[i], acc[i]);
+}
+
+// Adds the lane's blocks of a buffered span to acc: block 2·lane, then 2·lane + 1 (when the span
+// has it). kLead is that of block 2·lane (2 + its address mod 4); the next block, 34 bytes on,
+// has the other one.
+template <int kLead, int kTokens>
+__device__ __forceinline__ void accumulate_lane_blocks(const std::uint8_t* first, bool both,
+                                                       const float* inputs, float (&acc)[kTokens]) {
+  constexpr int kNextLead = 6 - kLead;
+  const auto* words = reinterpret_cast<const std::uint32_t*>(first - (kLead - 2));
+  const auto* next_words =
+      reinterpret_cast<const std::uint32_t*>(first + kQ8BlockBytes - (kNextLead - 2));
+  // Both blocks in one branch, so that their independent sums can interleave.
+  if (both) {
+    accumulate_block<kLead>(words, inputs, acc);
+    accumulate_block<kNextLead>(next_words, inputs + kQ8BlockValues, acc);
+  } else {
+    accumulate_block<kLead>(words, inputs, acc);
+  }
+}
+
+// Adds the lane's part of a buffered span (byte i at buffer.bytes[shift + i]) to acc[i] for
+// tokens i < kTokens.
+template <int kTokens>
+__device__ __forceinline__ void accumulate_span(const Q8RowBuffer& buffer, int shift,
+                                                int span_blocks, int lane,
+                                                const Q8InputTile<kTokens>& tile,
+                                                float (&acc)[kTokens]) {
+  const int first_block = 2 * lane;
+  if (first_block >= span_blocks) return;
+  const std::uint8_t* first = buffer.bytes + shift + kQ8BlockBytes * first_block;
+  const float* inputs = &tile.x[0][kQ8PairFloats * lane];
+  const bool both = first_block + 1 < span_blocks;
+  // shift is even, and block 2·lane lies 68·lane bytes on: its address mod 4 is shift mod 4 in
+  // every lane.
+  if (shift % 4 == 0) {
+    accumulate_lane_blocks<2>(first, both, inputs, acc);
+  } else {
+    accumulate_lane_blocks<4>(first, both, inputs, acc);
   }
 }
 
 // dots[i] = Σ_j row[j]·x[i·x_stride + j] for i < kTokens (≤ kQ8TileTokens, compile-time, so a
 // decode step issues no instructions for absent rows); every lane of the warp gets them. Called
 // by every thread of a block of kThreads threads (it synchronises the block); a warp without a
-// row passes row = nullptr and gets zeros. Each lane accumulates its weights in span and group
-// order, and the warp sum adds the lanes in a fixed order, so a token's result depends neither
-// on the batch nor on the kernel. `row` must be 2-byte aligned.
+// row passes row = nullptr and gets zeros. Each lane accumulates its blocks in span order, and
+// the warp sum adds the lanes in a fixed order, so a token's result depends neither on the
+// batch nor on the kernel. `row` must be 2-byte aligned.
 template <int kThreads, int kTokens>
 __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const float* x,
                                                  std::int64_t x_stride, std::int64_t cols,
-                                                 Q8InputTile& tile, Q8RowBuffer& buffer,
+                                                 Q8InputTile<kTokens>& tile, Q8RowBuffer& buffer,
                                                  float (&dots)[kTokens]) {
   static_assert(kTokens >= 1 && kTokens <= kQ8TileTokens, "a tile holds kQ8TileTokens rows");
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const std::int64_t blocks = cols / kQ8BlockValues;
-  const auto span_at = [&](std::int64_t first) {
-    return row != nullptr ? row + first * kQ8BlockBytes : nullptr;
+  // In 32 bits: a row of 2^31 blocks would be 73 GB.
+  const int blocks = static_cast<int>(cols / kQ8BlockValues);
+  const auto span_at = [&](int first) {
+    return row != nullptr ? row + kQ8BlockBytes * first : nullptr;
   };
-  const auto blocks_at = [&](std::int64_t first) {
-    const std::int64_t left = blocks - first;
-    return left < kQ8SpanBlocks ? static_cast<int>(left) : kQ8SpanBlocks;
-  };
+  const auto blocks_at = [&](int first) { return min(blocks - first, kQ8SpanBlocks); };
   float acc[kTokens] = {};
   Q8SpanLoads loads;
   Q8SpanLayout layout(span_at(0), row != nullptr ? blocks_at(0) * kQ8BlockBytes : 0);
   load_span(span_at(0), layout, lane, loads);
-  for (std::int64_t first = 0; first < blocks; first += kQ8SpanBlocks) {
+  for (int first = 0; first < blocks; first += kQ8SpanBlocks) {
     const int span_blocks = blocks_at(first);
     // The loads of this span are in flight while its inputs are staged.
     stage_inputs<kThreads, kTokens>(x, x_stride, first * kQ8BlockValues,
@@ -211,7 +278,7 @@ __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const 
     store_span(loads, layout, lane, buffer);
     __syncwarp();
     const int shift = layout.shift;
-    const std::int64_t next = first + kQ8SpanBlocks;
+    const int next = first + kQ8SpanBlocks;
     if (next < blocks) {
       layout = Q8SpanLayout(span_at(next), row != nullptr ? blocks_at(next) * kQ8BlockBytes : 0);
       load_span(span_at(next), layout, lane, loads);
