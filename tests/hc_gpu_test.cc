@@ -118,11 +118,15 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
 // Batch sizes and widths at the edges of HC-pre's launch schedule: ragged groups of 4 and 8
 // rows, bands of groups, a last chunk of one span (E = 4104), rows that are not 16-byte
 // aligned (E = 4100: scalar loads), widths below one half chunk, M > 32 (several rounds of
-// outputs, with and without bands).
+// outputs, with and without bands); at small T also groups of 3 and 4 rows, E = 5120 and
+// 5128 (80 and 81 chunks: three per lane of the combine for some lanes) and a single chunk
+// (E = 64).
 TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   constexpr HcShape kEdges[] = {{4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true},
                                 {4, 4100, 9, false}, {3, 40, 70, true},    {8, 128, 33, false},
-                                {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true}};
+                                {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true},
+                                {4, 4096, 3, true},  {4, 4096, 4, false},  {4, 5120, 2, true},
+                                {4, 5128, 1, false}, {4, 64, 1, false}};
   testing::for_each_hc_shape(kEdges, [](const HcProblem& p) {
     const auto gpu = testing::check_pre(p, Device::cuda);
     const auto cpu = testing::check_pre(p, Device::cpu);
@@ -210,14 +214,15 @@ TEST_F(HcGpu, PreWorkspaceServesEveryBatchSizeInTurn) {
   }
 }
 
-// A NaN in one row's x stays in that row, also when the row shares a tile of 8 rows.
+// A NaN in one row's x stays in that row, also when the row shares a tile of 8 rows or, at
+// T = 3, a group of 4.
 TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
-  for (std::int64_t rows : {40, 72}) {
+  for (std::int64_t rows : {3, 40, 72}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
     const HcProblem clean = make_hc_problem(HcParams{}, rows, seed, false);
     HcProblem dirty = clean;
-    const std::int64_t bad = 5;
+    const std::int64_t bad = rows / 2;
     dirty.x[static_cast<std::size_t>(bad * clean.x_row_stride + 123)] =
         std::numeric_limits<float>::quiet_NaN();
     const auto want = testing::run_pre_on_gpu(clean);
@@ -385,6 +390,41 @@ TEST_F(HcGpu, Q8MatvecPrefillIsBatchInvariant) {
   }
 }
 
+// Rows of the CUDA-core path (T ≤ 4) do not depend on the batch: each token alone, and tokens
+// 1 .. 3 as a batch of 3, equal bitwise the same tokens in a batch of 4. 65 blocks per row (a
+// second span of one block) and weight rows 2 bytes longer than packed, so that row starts
+// alternate between the two alignments modulo 4.
+TEST_F(HcGpu, Q8MatvecDecodeIsBatchInvariant) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE(seed);
+  const std::int64_t rows = 300, cols = 2080, tokens = 4;
+  const std::int64_t row_bytes = q8_row_bytes(cols), stride = row_bytes + 2;
+  const auto packed = testing::random_q8_weight(rows, cols, seed);
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(rows * stride), 0xAB);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::memcpy(padded.data() + r * stride, packed.data() + r * row_bytes, row_bytes);
+  }
+  const auto input = testing::gaussian(static_cast<std::size_t>(tokens * cols), seed + 1);
+  Buffer weight_d = testing::to_device(Device::cuda, padded);
+  Buffer input_d = testing::to_device(Device::cuda, input);
+  const TensorView weight =
+      testing::strided_view(weight_d, DType::u8, {rows, row_bytes}, {stride, 1});
+  const auto run = [&](std::int64_t first, std::int64_t count) {
+    Buffer out = testing::poisoned(Device::cuda, count * rows);
+    q8_matvec(weight,
+              testing::strided_view(input_d, DType::f32, {count, cols}, {cols, 1}, first * cols),
+              out.view(DType::f32, {count, rows}));
+    return testing::to_host<float>(out);
+  };
+  const auto all = run(0, tokens);
+  for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {1, 1}, {2, 1},
+                                     {3, 1}, {1, 3}}) {
+    const auto part = run(first, count);
+    const std::vector<float> same(all.begin() + first * rows, all.begin() + (first + count) * rows);
+    EXPECT_TRUE(testing::bitwise_equal(part, same)) << "tokens " << first << " + " << count;
+  }
+}
+
 TEST_F(HcGpu, HugeLogitsGiveFiniteSplits) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
@@ -432,6 +472,7 @@ TEST_F(HcGpu, RejectsASmallWorkspace) {
 TEST(HcGpuSanitizer, EveryKernelOnSmallProblems) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (const auto& [n_hc, embd, rows] : {std::tuple{4, std::int64_t{256}, std::int64_t{5}},
+                                         std::tuple{4, std::int64_t{512}, std::int64_t{3}},
                                          std::tuple{3, std::int64_t{33}, std::int64_t{2}}}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(n_hc));
