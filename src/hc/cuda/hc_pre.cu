@@ -49,6 +49,10 @@ constexpr int kHoistedEntries = 4;  // split chunks: M = 24 is seven items, one 
 constexpr std::int64_t kHalfBlocksBelow = 2 * 132;  // fewer whole-chunk blocks: split chunks
 constexpr std::int64_t kSmallBatchRows = 64;        // up to here groups of kPreGroupRows rows
 constexpr int kBandGroups = 4;                      // groups per block when T is large
+// Quads per thread the last block's collapse + RMSNorm keeps in registers (E ≤ 4096; wider rows
+// take the uncached routines, with the same results): within the 128 registers of two blocks
+// per SM, all their loads stay in flight.
+constexpr int kPreCachedQuads = 4;
 
 struct PreLaunch {
   hc::NormMixArgs norm_mix;
@@ -412,7 +416,8 @@ __device__ void finish_group(const PreLaunch& p, RowGroup group) {
     split_rows_block<kFixedN>(sc.split, &mix_rows[0][0], kSplitStride, group.t0, group.rows,
                               &split_rows[0][0]);
     for (int r = 0; r < group.rows; ++r) {
-      collapse_norm_row_block<kFixedN>(sc.collapse, sc.norm, split_rows[r], group.t0 + r, scratch);
+      collapse_norm_row_block<kFixedN, kPreCachedQuads>(sc.collapse, sc.norm, split_rows[r],
+                                                        group.t0 + r, scratch);
     }
   }
 }

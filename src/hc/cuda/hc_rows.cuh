@@ -39,13 +39,98 @@ __device__ __forceinline__ float collapse_element(const hc::CollapseArgs& args, 
   return acc;
 }
 
+// The row routines below take a row's elements in quads: thread i owns elements 4q .. 4q + 3
+// for quads q = i, i + 256, …, and a sum of squares runs over the thread's quads in order and
+// over a quad's elements in order. A quad is one 16-byte access where the row allows it and four
+// scalar ones otherwise: the same values in the same order either way, so results do not depend
+// on alignment. (H200, T = 1: with one element per thread and pass, one block's collapse +
+// RMSNorm of a 16 KB row kept ~80 scalar loads per thread in flight and took ≈ 2.4 µs.)
+inline constexpr int kQuad = 4;
+inline constexpr int kQuadStride = kQuad * kRowThreads;  // elements between a thread's quads
+
+struct Quad {
+  float v[kQuad];
+};
+
+__device__ __forceinline__ std::int64_t quad_first(int q) {
+  return kQuad * (static_cast<std::int64_t>(threadIdx.x) + std::int64_t{q} * kRowThreads);
+}
+
+__device__ __forceinline__ bool whole_aligned_quad(const float* row, std::int64_t d,
+                                                   std::int64_t width) {
+  return d + kQuad <= width && reinterpret_cast<std::uintptr_t>(row + d) % 16 == 0;
+}
+
+// Elements d .. d + 3 of row (zero past width). kReadOnly: through the read-only cache (inputs
+// of the launch; not rows the kernel writes).
+template <bool kReadOnly>
+__device__ __forceinline__ Quad load_quad(const float* row, std::int64_t d, std::int64_t width) {
+  Quad q;
+  if (whole_aligned_quad(row, d, width)) {
+    const float4* p = reinterpret_cast<const float4*>(row + d);
+    const float4 v = kReadOnly ? __ldg(p) : *p;
+    q = {{v.x, v.y, v.z, v.w}};
+    return q;
+  }
+#pragma unroll
+  for (int c = 0; c < kQuad; ++c) {
+    q.v[c] = d + c < width ? (kReadOnly ? __ldg(row + d + c) : row[d + c]) : 0.0f;
+  }
+  return q;
+}
+
+__device__ __forceinline__ void store_quad(float* row, std::int64_t d, std::int64_t width,
+                                           const Quad& q) {
+  if (whole_aligned_quad(row, d, width)) {
+    *reinterpret_cast<float4*>(row + d) = make_float4(q.v[0], q.v[1], q.v[2], q.v[3]);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kQuad; ++c) {
+    if (d + c < width) row[d + c] = q.v[c];
+  }
+}
+
+// Elements d .. d + 3 of collapsed row t (each as collapse_element: h ascending); kFixedN > 0
+// unrolls the streams, so that all their loads are in flight together.
+template <int kFixedN>
+__device__ __forceinline__ Quad collapse_quad(const hc::CollapseArgs& args, const float* pre,
+                                              std::int64_t t, std::int64_t d) {
+  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+  Quad acc = {};
+#pragma unroll
+  for (int h = 0; h < n; ++h) {
+    const Quad x = load_quad<true>(args.x.at(t, h), d, args.embd);
+#pragma unroll
+    for (int c = 0; c < kQuad; ++c) acc.v[c] = hc_accumulate(acc.v[c], pre[h], x.v[c]);
+  }
+  return acc;
+}
+
+// The thread's sum of squares of quad q, added to `squares` element by element.
+__device__ __forceinline__ float add_quad_squares(const Quad& u, std::int64_t d, std::int64_t width,
+                                                  float squares) {
+#pragma unroll
+  for (int c = 0; c < kQuad; ++c) {
+    if (d + c < width) squares = fmaf(u.v[c], u.v[c], squares);
+  }
+  return squares;
+}
+
+__device__ __forceinline__ Quad rms_apply_quad(const Quad& u, float scale, const Quad& weight) {
+  Quad out;
+#pragma unroll
+  for (int c = 0; c < kQuad; ++c) out.v[c] = hc_rms_apply(u.v[c], scale, weight.v[c]);
+  return out;
+}
+
 // collapsed row t by one block (pre: n values in shared or global memory).
 __device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args, const float* pre,
                                                    std::int64_t t) {
   float* out = args.out.row(t);
-#pragma unroll 4
-  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
-    out[d] = collapse_element<0>(args, pre, t, d);
+#pragma unroll 2
+  for (std::int64_t d = quad_first(0); d < args.embd; d += kQuadStride) {
+    store_quad(out, d, args.embd, collapse_quad<0>(args, pre, t, d));
   }
 }
 
@@ -54,67 +139,71 @@ __device__ __forceinline__ void collapse_row_block(const hc::CollapseArgs& args,
 __device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, const float* u,
                                                    std::int64_t t, float* scratch) {
   float squares = 0.0f;
-#pragma unroll 4
-  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
-    squares = fmaf(u[d], u[d], squares);
+#pragma unroll 2
+  for (std::int64_t d = quad_first(0); d < args.embd; d += kQuadStride) {
+    squares = add_quad_squares(load_quad<false>(u, d, args.embd), d, args.embd, squares);
   }
   const float scale = hc_rms_scale(block_sum(squares, scratch), args.embd, args.eps);
   float* out = args.out.row(t);
-#pragma unroll 4
-  for (std::int64_t d = threadIdx.x; d < args.embd; d += kRowThreads) {
-    out[d] = hc_rms_apply(u[d], scale, args.weight[d]);
+#pragma unroll 2
+  for (std::int64_t d = quad_first(0); d < args.embd; d += kQuadStride) {
+    const Quad weight = load_quad<true>(args.weight, d, args.embd);
+    store_quad(out, d, args.embd,
+               rms_apply_quad(load_quad<false>(u, d, args.embd), scale, weight));
   }
 }
 
-// collapse then RMSNorm of row t with the collapsed row kept in registers (up to
-// kCachedPerThread elements per thread): the same float operations, in the same order, as
-// collapse_row_block followed by rms_norm_row_block, with every load of x and of the norm
-// weight issued up front; kFixedN > 0 unrolls the streams.
-inline constexpr int kCachedPerThread = 24;  // E up to 6144 (DeepSeek-V4.1: 5120)
+// collapse then RMSNorm of row t with the collapsed row kept in registers (up to kCachedQuads
+// quads per thread): the same float operations, in the same order, as collapse_row_block
+// followed by rms_norm_row_block, with every load of x and of the norm weight issued up front;
+// kFixedN > 0 unrolls the streams.
+inline constexpr int kCachedQuads = 6;  // E up to 6144 (DeepSeek-V4.1: 5120)
 
-template <int kFixedN>
+template <int kFixedN, int kQuads = kCachedQuads>
 __device__ __forceinline__ void collapse_norm_cached(const hc::CollapseArgs& collapse,
                                                      const hc::RmsNormArgs& norm, const float* pre,
                                                      std::int64_t t, float* scratch) {
-  float u[kCachedPerThread];
-  float weight[kCachedPerThread];  // loaded before the reduction, so it hides their latency
+  const std::int64_t e = collapse.embd;
+  Quad u[kQuads];
+  Quad weight[kQuads];  // loaded before the reduction, so it hides their latency
 #pragma unroll
-  for (int i = 0; i < kCachedPerThread; ++i) {
-    const std::int64_t d = threadIdx.x + i * kRowThreads;
-    const bool inside = d < collapse.embd;
-    u[i] = inside ? collapse_element<kFixedN>(collapse, pre, t, d) : 0.0f;
-    weight[i] = inside ? __ldg(norm.weight + d) : 0.0f;
+  for (int q = 0; q < kQuads; ++q) {
+    const std::int64_t d = quad_first(q);
+    const bool inside = d < e;
+    u[q] = inside ? collapse_quad<kFixedN>(collapse, pre, t, d) : Quad{};
+    weight[q] = inside ? load_quad<true>(norm.weight, d, e) : Quad{};
   }
   float* out = collapse.out.row(t);
   float squares = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kCachedPerThread; ++i) {
-    const std::int64_t d = threadIdx.x + i * kRowThreads;
-    if (d < collapse.embd) {
-      out[d] = u[i];
-      squares = fmaf(u[i], u[i], squares);
+  for (int q = 0; q < kQuads; ++q) {
+    const std::int64_t d = quad_first(q);
+    if (d < e) {
+      store_quad(out, d, e, u[q]);
+      squares = add_quad_squares(u[q], d, e, squares);
     }
   }
   const float scale = hc_rms_scale(block_sum(squares, scratch), norm.embd, norm.eps);
   float* normed = norm.out.row(t);
 #pragma unroll
-  for (int i = 0; i < kCachedPerThread; ++i) {
-    const std::int64_t d = threadIdx.x + i * kRowThreads;
-    if (d < collapse.embd) normed[d] = hc_rms_apply(u[i], scale, weight[i]);
+  for (int q = 0; q < kQuads; ++q) {
+    const std::int64_t d = quad_first(q);
+    if (d < e) store_quad(normed, d, e, rms_apply_quad(u[q], scale, weight[q]));
   }
 }
 
-// Rows too wide to cache take the two block routines one after the other.
-template <int kFixedN>
+// Rows too wide to cache take the two block routines one after the other: the same results,
+// so a kernel may cache fewer quads (kQuads) to stay within its registers.
+template <int kFixedN, int kQuads = kCachedQuads>
 __device__ __forceinline__ void collapse_norm_row_block(const hc::CollapseArgs& collapse,
                                                         const hc::RmsNormArgs& norm,
                                                         const float* pre, std::int64_t t,
                                                         float* scratch) {
-  if (collapse.embd > kCachedPerThread * kRowThreads) {
+  if (collapse.embd > kQuads * kQuadStride) {
     collapse_row_block(collapse, pre, t);
     rms_norm_row_block(norm, collapse.out.row(t), t, scratch);
   } else {
-    collapse_norm_cached<kFixedN>(collapse, norm, pre, t, scratch);
+    collapse_norm_cached<kFixedN, kQuads>(collapse, norm, pre, t, scratch);
   }
 }
 
