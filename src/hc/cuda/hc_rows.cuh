@@ -1,6 +1,6 @@
 // Block-level row routines shared by the standalone HC kernels and the fused ones (HC-pre,
 // split + collapse + norm), so that fused and unfused launches do identical float operations:
-// every routine maps element d to thread d mod kRowThreads and reduces in a fixed order.
+// every routine gives a thread the same quads of a row (see kQuad) and reduces in a fixed order.
 #pragma once
 
 #include <cstdint>
