@@ -3,8 +3,8 @@
 // A row of n·E values is cut into chunks of 256 columns, a chunk into two halves of 128, a half
 // into four spans of 32. Rows are taken in groups of up to 8. A warp computes one span of one
 // group on the tensor cores (mma.sync m16n8k8, TF32): A is 16 mix outputs × 8 columns of W
-// (F16, exact in TF32), B is 8 columns × the group's 8 rows of x, split into TF32 hi + lo parts
-// so that the products keep ≈ f32 precision. A block covers one half or one whole chunk for one
+// (F16, exact in TF32), B is 8 columns × the group's 8 rows of x, split into three TF32 parts
+// (hi + mid + lo = x exactly) so that the products are exact and only the f32 sums round. A block covers one half or one whole chunk for one
 // or more groups, sums its spans in span order and stores per row the M partial dot products
 // and the partial sum of squares in the workspace. The last block of a group to arrive (a
 // counter it resets to zero) adds the chunks up in a fixed order and finishes the group's rows:
@@ -180,15 +180,21 @@ __device__ __forceinline__ void load_weights(const PreLaunch& p, const SpanTask&
   }
 }
 
+// x split into three TF32 parts (split_tf32_exact), lane by lane.
+struct SplitInputs {
+  unsigned hi[kLaneColumns];
+  unsigned mid[kLaneColumns];
+  unsigned lo[kLaneColumns];
+};
+
 // The span's dot products for 32 outputs × 8 rows. K-step j pairs k-index t with column
 // 8t + 2j and k-index t + 4 with column 8t + 2j + 1 (lane t's columns, the same map for A and
-// B), so the four steps cover the span's 32 columns. The hi and lo parts of x accumulate in
-// separate chains that are added at the end.
-__device__ __forceinline__ void span_products(const LaneWeights& w,
-                                              const unsigned (&x_hi)[kLaneColumns],
-                                              const unsigned (&x_lo)[kLaneColumns],
+// B), so the four steps cover the span's 32 columns. The hi, mid and lo parts of x accumulate
+// in separate chains, added at the end as hi + (mid + lo).
+__device__ __forceinline__ void span_products(const LaneWeights& w, const SplitInputs& x,
                                               bool second_tile, float (&d)[kRoundTiles][4]) {
   float hi[kRoundTiles][4] = {};
+  float mid[kRoundTiles][4] = {};
   float lo[kRoundTiles][4] = {};
 #pragma unroll
   for (int j = 0; j < kLaneColumns / 2; ++j) {
@@ -198,14 +204,15 @@ __device__ __forceinline__ void span_products(const LaneWeights& w,
       const unsigned a[4] = {__float_as_uint(w.v[q][0][2 * j]), __float_as_uint(w.v[q][1][2 * j]),
                              __float_as_uint(w.v[q][0][2 * j + 1]),
                              __float_as_uint(w.v[q][1][2 * j + 1])};
-      mma_tf32(hi[q], a, x_hi[2 * j], x_hi[2 * j + 1]);
-      mma_tf32(lo[q], a, x_lo[2 * j], x_lo[2 * j + 1]);
+      mma_tf32(hi[q], a, x.hi[2 * j], x.hi[2 * j + 1]);
+      mma_tf32(mid[q], a, x.mid[2 * j], x.mid[2 * j + 1]);
+      mma_tf32(lo[q], a, x.lo[2 * j], x.lo[2 * j + 1]);
     }
   }
 #pragma unroll
   for (int q = 0; q < kRoundTiles; ++q) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) d[q][i] = hi[q][i] + lo[q][i];
+    for (int i = 0; i < 4; ++i) d[q][i] = hi[q][i] + (mid[q][i] + lo[q][i]);
   }
 }
 
@@ -281,11 +288,10 @@ __device__ void mix_group(const PreLaunch& p, const SpanTask& task, RowGroup gro
                           const LaneInputs& x, bool first_group, LaneWeights& w, MixScratch& s) {
   const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
   const int rounds = (m + kRoundOutputs - 1) / kRoundOutputs;
-  unsigned x_hi[kLaneColumns];
-  unsigned x_lo[kLaneColumns];
+  SplitInputs parts;
 #pragma unroll
   for (int j = 0; j < kLaneColumns; ++j) {
-    split_tf32(x.v[j], x_hi[j], x_lo[j]);
+    split_tf32_exact(x.v[j], parts.hi[j], parts.mid[j], parts.lo[j]);
   }
   if (task.active) store_span_squares(x, task, s);
   for (int round = 0; round < rounds; ++round) {
@@ -293,7 +299,7 @@ __device__ void mix_group(const PreLaunch& p, const SpanTask& task, RowGroup gro
     if (task.active) {
       if (rounds > 1 && (round > 0 || !first_group)) load_weights(p, task, round, m, w);
       float d[kRoundTiles][4];
-      span_products(w, x_hi, x_lo, round * kRoundOutputs + kTileOutputs < m, d);
+      span_products(w, parts, round * kRoundOutputs + kTileOutputs < m, d);
       store_span_outputs(d, task, s);
     }
     __syncthreads();
