@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -364,41 +365,16 @@ TEST_F(HcGpu, Q8MatvecStridedOperands) {
   }
 }
 
-// Rows of the tensor-core path do not depend on the batch: tokens computed with 299 others
-// (prefill shape) equal, bitwise, the same tokens in batches of 7 and 65 (short shape).
-TEST_F(HcGpu, Q8MatvecPrefillIsBatchInvariant) {
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  const std::int64_t rows = 4096, cols = 256, tokens = 300;
-  const auto packed = testing::random_q8_weight(rows, cols, seed);
-  const auto input = testing::gaussian(static_cast<std::size_t>(tokens * cols), seed + 1);
-  Buffer weight_d = testing::to_device(Device::cuda, packed);
-  Buffer input_d = testing::to_device(Device::cuda, input);
-  const TensorView weight = weight_d.view(DType::u8, {rows, q8_row_bytes(cols)});
-  const auto run = [&](std::int64_t first, std::int64_t count) {
-    Buffer out = testing::poisoned(Device::cuda, count * rows);
-    q8_matvec(weight,
-              testing::strided_view(input_d, DType::f32, {count, cols}, {cols, 1}, first * cols),
-              out.view(DType::f32, {count, rows}));
-    return testing::to_host<float>(out);
-  };
-  const auto all = run(0, tokens);
-  for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 7}, {200, 65}}) {
-    const auto part = run(first, count);
-    const std::vector<float> same(all.begin() + first * rows, all.begin() + (first + count) * rows);
-    EXPECT_TRUE(testing::bitwise_equal(part, same)) << "tokens " << first << " + " << count;
-  }
-}
+using TokenSlice = std::pair<std::int64_t, std::int64_t>;  // first token, count
 
-// Rows of the CUDA-core path (T ≤ 4) do not depend on the batch: each token alone, and tokens
-// 1 .. 3 as a batch of 3, equal bitwise the same tokens in a batch of 4. 65 blocks per row (a
-// second span of one block) and weight rows 2 bytes longer than packed, so that row starts
-// alternate between the two alignments modulo 4.
-TEST_F(HcGpu, Q8MatvecDecodeIsBatchInvariant) {
+// Runs q8_matvec on `tokens` input rows at once and on each slice of them, and expects every
+// slice's outputs to equal, bitwise, the same tokens' outputs of the whole batch. Weight rows
+// are `pad_bytes` longer than packed, which moves their starts modulo 4 and 16.
+void expect_q8_rows_batch_invariant(std::int64_t rows, std::int64_t cols, std::int64_t pad_bytes,
+                                    std::int64_t tokens, std::initializer_list<TokenSlice> slices) {
   const std::uint64_t seed = testing::fresh_seed();
   SCOPED_TRACE(seed);
-  const std::int64_t rows = 300, cols = 2080, tokens = 4;
-  const std::int64_t row_bytes = q8_row_bytes(cols), stride = row_bytes + 2;
+  const std::int64_t row_bytes = q8_row_bytes(cols), stride = row_bytes + pad_bytes;
   const auto packed = testing::random_q8_weight(rows, cols, seed);
   std::vector<std::uint8_t> padded(static_cast<std::size_t>(rows * stride), 0xAB);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -417,12 +393,25 @@ TEST_F(HcGpu, Q8MatvecDecodeIsBatchInvariant) {
     return testing::to_host<float>(out);
   };
   const auto all = run(0, tokens);
-  for (const auto& [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {1, 1}, {2, 1},
-                                     {3, 1}, {1, 3}}) {
+  for (const auto& [first, count] : slices) {
     const auto part = run(first, count);
     const std::vector<float> same(all.begin() + first * rows, all.begin() + (first + count) * rows);
     EXPECT_TRUE(testing::bitwise_equal(part, same)) << "tokens " << first << " + " << count;
   }
+}
+
+// Rows of the tensor-core path do not depend on the batch: tokens computed with 299 others
+// (prefill shape) equal, bitwise, the same tokens in batches of 7 and 65 (short shape).
+TEST_F(HcGpu, Q8MatvecPrefillIsBatchInvariant) {
+  expect_q8_rows_batch_invariant(4096, 256, 0, 300, {{0, 7}, {200, 65}});
+}
+
+// Rows of the CUDA-core path (T ≤ 4) do not depend on the batch: each token alone, and tokens
+// 1 .. 3 as a batch of 3, equal bitwise the same tokens in a batch of 4. 65 blocks per row (a
+// second span of one block) and weight rows 2 bytes longer than packed, so that row starts
+// alternate between the two alignments modulo 4.
+TEST_F(HcGpu, Q8MatvecDecodeIsBatchInvariant) {
+  expect_q8_rows_batch_invariant(300, 2080, 2, 4, {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {1, 3}});
 }
 
 TEST_F(HcGpu, HugeLogitsGiveFiniteSplits) {
