@@ -2,11 +2,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace turbodecode::testing {
 
 std::uint64_t fresh_seed() {
+  if (const char* replay = std::getenv("TD_TEST_SEED"); replay != nullptr) {
+    return std::strtoull(replay, nullptr, 10);
+  }
   static std::uint64_t counter = 0;
   const auto now = static_cast<std::uint64_t>(
       std::chrono::high_resolution_clock::now().time_since_epoch().count());

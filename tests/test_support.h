@@ -12,7 +12,10 @@
 
 namespace turbodecode::testing {
 
-// A fresh seed per call, reported through SCOPED_TRACE by the caller.
+// A fresh seed per call, reported through SCOPED_TRACE by the caller. With TD_TEST_SEED set,
+// every call returns that seed instead, so a failure reported with its seed can be replayed
+// (e.g. TD_TEST_SEED=71010506785770865 hc_gpu_test --gtest_filter=...): the case that drew
+// it then sees the same inputs.
 std::uint64_t fresh_seed();
 
 std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float stddev = 1.0f);
