@@ -76,8 +76,8 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 //
 // norm-mix: ρ = 1/sqrt(mean(x²) + norm_eps) over the whole n·E row, mix[k] = ρ·Σ_i W[k][i]·x_i
 // with the mix matrix W [M, n·E] F16 (i = h·E + d). On CUDA the products run on tensor cores
-// (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced by
-// separate thread blocks; the last block to finish a group of rows (a completion counter in the
+// (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced
+// by separate thread blocks; the last block to finish a group of rows (a completion counter in the
 // workspace, reset by that block) combines the chunks in a fixed order, so results are
 // deterministic and independent of the batch.
 //

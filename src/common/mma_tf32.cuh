@@ -30,20 +30,17 @@ __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) 
   lo = (__float_as_uint(__fsub_rn(x, __uint_as_float(hi))) + 0x1000u) & kTf32Bits;
 }
 
-// x = hi + mid + lo exactly, all three TF32 bit patterns: hi as in split_tf32, mid the rest
-// x − hi (exact, at most 13 significant bits) rounded the same way, lo what is then left (exact:
-// at most 2 significant bits). Against an operand that is exact in TF32 (F16 weights) the three
+// x = hi + mid + lo exactly, all three TF32 bit patterns: hi and mid as split_tf32 gives them
+// (mid = x − hi, at most 13 significant bits, rounded to TF32), lo what is then left (exact: at
+// most 2 significant bits). Against an operand that is exact in TF32 (F16 weights) the three
 // products are exact, so only the f32 accumulation rounds: with hi + lo alone the ≈ 2⁻²¹
 // relative error of each product was enough for the HC-pre collapse, whose pre weights amplify
 // the mix error through the sigmoid, to miss the 1e-5 tolerance for one random problem in
 // 25 (H200, 2026-11-30).
 __device__ __forceinline__ void split_tf32_exact(float x, unsigned& hi, unsigned& mid,
                                                  unsigned& lo) {
-  constexpr unsigned kTf32Bits = 0xffffe000u;
-  hi = __float_as_uint(x) & kTf32Bits;
-  const float rest = __fsub_rn(x, __uint_as_float(hi));
-  mid = (__float_as_uint(rest) + 0x1000u) & kTf32Bits;
-  lo = __float_as_uint(__fsub_rn(rest, __uint_as_float(mid)));
+  split_tf32(x, hi, mid);
+  lo = __float_as_uint(__fsub_rn(__fsub_rn(x, __uint_as_float(hi)), __uint_as_float(mid)));
 }
 
 }  // namespace turbodecode::cuda

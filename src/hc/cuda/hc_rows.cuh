@@ -148,8 +148,7 @@ __device__ __forceinline__ void rms_norm_row_block(const hc::RmsNormArgs& args, 
 #pragma unroll 2
   for (std::int64_t d = quad_first(0); d < args.embd; d += kQuadStride) {
     const Quad weight = load_quad<true>(args.weight, d, args.embd);
-    store_quad(out, d, args.embd,
-               rms_apply_quad(load_quad<false>(u, d, args.embd), scale, weight));
+    store_quad(out, d, args.embd, rms_apply_quad(load_quad<false>(u, d, args.embd), scale, weight));
   }
 }
 
