@@ -39,36 +39,47 @@ __device__ __forceinline__ float group_reduce(float value, Op op) {
 }
 
 // Where one split's rows of one KV head live. Row arithmetic is 32-bit: run_decode rejects
-// capacities of 2^31 rows or more.
+// capacities of 2^31 rows or more, so first_row + logical (< 2 · capacity) cannot overflow.
 struct SplitRows {
   const unsigned char* k_rows;
   const float* k_norms;
   const unsigned char* v_rows;
   const float* v_norms;
-  std::int64_t k_row_stride, v_row_stride, k_norm_stride, v_norm_stride;
-  int first_row;  // ring_start + window.first: the row of logical offset 0 before wrapping
-  int capacity;
+  std::uint64_t k_row_stride, v_row_stride, k_norm_stride, v_norm_stride;
+  unsigned first_row;  // ring_start + window.first: the row of logical offset 0 before wrapping
+  unsigned capacity;
   int end;  // logical offsets (from window.first) at or past the split's end are not copied
 
-  // Cache row of logical offset `logical` (< window length: at most one wrap), or 0 past the end.
-  __device__ __forceinline__ int row(int logical) const {
-    if (logical >= end) return 0;
-    const int r = first_row + logical;
-    return r >= capacity ? r - capacity : r;
+  // Cache row of logical offset `logical` (< window length: at most one wrap), or 0 past the
+  // end. The wrap is an unsigned min: r − capacity wraps around to a huge value while r is
+  // below capacity.
+  __device__ __forceinline__ unsigned row(int logical) const {
+    const unsigned r = first_row + static_cast<unsigned>(logical);
+    return logical < end ? min(r, r - capacity) : 0u;
   }
 };
+
+// The start of row `row` of a plane whose rows are `stride` elements apart: one wide
+// multiply-add (the row is unsigned, so no sign extension and no 64 × 64-bit product).
+template <class Element>
+__device__ __forceinline__ const Element* row_start(const Element* plane, unsigned row,
+                                                    std::uint64_t stride) {
+  return plane + row * stride;
+}
 
 // Copies the tile's rows of kRowBytes bytes (logical offsets tile_begin + t) into `stage`,
 // kPitch bytes apart. A thread always copies the same 16-byte column of its rows.
 template <int kRowBytes, int kPitch, int kTile>
-__device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_t row_stride,
+__device__ __forceinline__ void copy_rows(const unsigned char* rows, std::uint64_t row_stride,
                                           const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {
   constexpr int kChunksPerRow = kRowBytes / 16;
   static_assert(kSplitThreads % kChunksPerRow == 0, "whole rows per pass");
   constexpr int kRowsPerPass = kSplitThreads / kChunksPerRow;
   const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
-  const unsigned char* column = rows + chunk * 16;
+  // A 64-bit per-thread base, so each copy's address is one wide multiply-add.
+  const auto column = reinterpret_cast<const unsigned char*>(__cvta_generic_to_global(rows) +
+                                                             static_cast<std::size_t>(chunk) * 16);
   unsigned char* target = stage + chunk * 16;
   constexpr int kPasses = (kTile + kRowsPerPass - 1) / kRowsPerPass;
 #pragma unroll
@@ -76,19 +87,23 @@ __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::int64_
     const int t = static_cast<int>(threadIdx.x) / kChunksPerRow + pass * kRowsPerPass;
     if (kTile % kRowsPerPass != 0 && t >= kTile) break;
     const int logical = tile_begin + t;
-    copy_async_16(target + t * kPitch, column + split.row(logical) * row_stride,
+    copy_async_16(target + t * kPitch, row_start(column, split.row(logical), row_stride),
                   logical < split.end ? 16 : 0);
   }
 }
 
-template <int kNormsPerRow, int kTile>
-__device__ __forceinline__ void copy_norms(const float* norms, std::int64_t norm_stride,
+// The tile's norms, one 4-byte copy per thread from thread kFirstThread on (the K and V norms
+// of the all-quantized variant take different threads, and neither takes the softmax's).
+template <int kNormsPerRow, int kTile, int kFirstThread>
+__device__ __forceinline__ void copy_norms(const float* norms, std::uint64_t norm_stride,
                                            const SplitRows& split, int tile_begin, float* stage) {
-  for (int i = static_cast<int>(threadIdx.x); i < kTile * kNormsPerRow; i += kSplitThreads) {
-    const int logical = tile_begin + i / kNormsPerRow;
-    copy_async_4(stage + i, norms + split.row(logical) * norm_stride + i % kNormsPerRow,
-                 logical < split.end);
-  }
+  constexpr int kCount = kTile * kNormsPerRow;
+  static_assert(kFirstThread + kCount <= kSplitThreads, "one norm per thread");
+  const int i = static_cast<int>(threadIdx.x) - kFirstThread;
+  if (i < 0 || i >= kCount) return;
+  const int logical = tile_begin + i / kNormsPerRow;
+  copy_async_4(stage + i, row_start(norms, split.row(logical), norm_stride) + i % kNormsPerRow,
+               logical < split.end);
 }
 
 // Issues the copies of one tile into a stage and commits them as one group.
@@ -100,13 +115,17 @@ __device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin
                                               stage + s.stage_k);
   copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile>(split.v_rows, split.v_row_stride, split,
                                                   tile_begin, stage + s.stage_v);
+  // Norms from the last threads: the first warp also runs the softmax.
+  constexpr int kNorms = s.tile * s.norms_per_row;
   if constexpr (KC != RowCodec::f16) {
-    copy_norms<s.norms_per_row, s.tile>(split.k_norms, split.k_norm_stride, split, tile_begin,
-                                        reinterpret_cast<float*>(stage + s.stage_k_norms));
+    copy_norms<s.norms_per_row, s.tile, kSplitThreads - 2 * kNorms>(
+        split.k_norms, split.k_norm_stride, split, tile_begin,
+        reinterpret_cast<float*>(stage + s.stage_k_norms));
   }
   if constexpr (VC != RowCodec::f16) {
-    copy_norms<s.norms_per_row, s.tile>(split.v_norms, split.v_norm_stride, split, tile_begin,
-                                        reinterpret_cast<float*>(stage + s.stage_v_norms));
+    copy_norms<s.norms_per_row, s.tile, kSplitThreads - kNorms>(
+        split.v_norms, split.v_norm_stride, split, tile_begin,
+        reinterpret_cast<float*>(stage + s.stage_v_norms));
   }
 }
 
@@ -212,12 +231,12 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
           KC == RowCodec::f16 ? nullptr : p.k.norms + offset(p.k.norm_stride),
           p.v.rows + offset(p.v.row_stride_bytes),
           VC == RowCodec::f16 ? nullptr : p.v.norms + offset(p.v.norm_stride),
-          p.k.row_stride_bytes[2],
-          p.v.row_stride_bytes[2],
-          p.k.norm_stride[2],
-          p.v.norm_stride[2],
-          static_cast<int>(rows.window.ring_start + rows.window.first),
-          static_cast<int>(rows.window.capacity),
+          static_cast<std::uint64_t>(p.k.row_stride_bytes[2]),
+          static_cast<std::uint64_t>(p.v.row_stride_bytes[2]),
+          static_cast<std::uint64_t>(p.k.norm_stride[2]),
+          static_cast<std::uint64_t>(p.v.norm_stride[2]),
+          static_cast<unsigned>(rows.window.ring_start + rows.window.first),
+          static_cast<unsigned>(rows.window.capacity),
           static_cast<int>(end)};
 }
 
