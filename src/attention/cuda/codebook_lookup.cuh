@@ -54,6 +54,13 @@ struct LaneCodebook {
     asm("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(lane_address + code * (kBanks * 4)));
     return value;
   }
+
+  // The entry's 32 bits as they are (a table staged as bf16 pairs: see stage_lane_codebook).
+  __device__ unsigned word(unsigned code) const {
+    unsigned value;
+    asm("ld.shared.u32 %0, [%1];\n" : "=r"(value) : "r"(lane_address + code * (kBanks * 4)));
+    return value;
+  }
 };
 
 // Stages the `bits`-wide codebook in the plain layout; entries past 2^bits read as 0, so a
@@ -66,15 +73,19 @@ __device__ __forceinline__ void stage_plain_codebook(float* table, int bits) {
 }
 
 // Stages the `bits`-wide codebook once per bank (LaneCodebook); entries past 2^bits read as 0.
-// A thread writes an entry to the banks in an order rotated by its lane, so a warp's 32 stores
-// hit 32 banks. Needs a block barrier before use.
-__device__ __forceinline__ void stage_lane_codebook(float* table, int bits) {
+// An entry holds the 32 bits `encode(value)` returns: the f32's own bits, or the value split
+// into bf16 high and low parts for tensor-core V (values.cuh). A thread writes an entry to the
+// banks in an order rotated by its lane, so a warp's 32 stores hit 32 banks. Needs a block
+// barrier before use.
+template <class Encode>
+__device__ __forceinline__ void stage_lane_codebook(float* table, int bits, Encode encode) {
+  auto* words = reinterpret_cast<unsigned*>(table);
   for (int entry = static_cast<int>(threadIdx.x); entry < kCodebookEntries;
        entry += static_cast<int>(blockDim.x)) {
-    const float value = entry < (1 << bits) ? tq_tables::codebook(bits)[entry] : 0.0f;
+    const unsigned value = encode(entry < (1 << bits) ? tq_tables::codebook(bits)[entry] : 0.0f);
     const int lane = entry % kBanks;
 #pragma unroll
-    for (int j = 0; j < kBanks; ++j) table[entry * kBanks + (lane + j) % kBanks] = value;
+    for (int j = 0; j < kBanks; ++j) words[entry * kBanks + (lane + j) % kBanks] = value;
   }
 }
 

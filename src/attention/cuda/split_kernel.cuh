@@ -21,6 +21,7 @@
 #include "attention/cuda/scores.cuh"
 #include "attention/cuda/split_launch.h"
 #include "attention/cuda/split_shape.cuh"
+#include "attention/cuda/values.cuh"
 #include "attention/state.h"
 #include "common/cuda_check.cuh"
 #include "common/shared_memory_opt_in.cuh"
@@ -159,8 +160,10 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
   float* v_codebook = reinterpret_cast<float*>(shared + s.v_codebook_offset);
   if constexpr (s.v_lookup == VLookup::plain) {
     stage_plain_codebook(v_codebook, p.v.bits);
+  } else if constexpr (s.tensor_core_values) {
+    stage_lane_codebook(v_codebook, p.v.bits, [](float value) { return bf16_pair(value); });
   } else if constexpr (s.v_lookup != VLookup::none) {
-    stage_lane_codebook(v_codebook, p.v.bits);
+    stage_lane_codebook(v_codebook, p.v.bits, [](float value) { return __float_as_uint(value); });
   }
   if constexpr (KC != RowCodec::f16) {
     block_hadamard(q, kHeads, D);
@@ -197,25 +200,27 @@ __device__ __forceinline__ float softmax_tile(const DecodeParams& p, const float
   return weight;
 }
 
-// Stores thread i's softmax weight for the V pass at weights[i]. TQ V folds the row's decode
-// scale into it (one weight set per norm of the row: D = 512 has two halves), so the V pass
-// multiplies plain codebook values: one multiply per pair here instead of one per element
-// and row there.
+// Stores thread i's softmax weight for the V pass, in the layout of the block's TileValues.
+// TQ V folds the row's decode scale into it (one weight set per norm of the row: D = 512 has
+// two halves), so the V pass uses plain codebook values: one multiply per pair here instead
+// of one per element and row there.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void store_weight(const unsigned char* stage, float weight,
                                              float inverse_scale_factor_d512, float* weights) {
   constexpr SplitShape s(D, kHeads, KC, VC);
+  using Values = TileValues<D, kHeads, KC, VC>;
   const int i = static_cast<int>(threadIdx.x);
   if (i >= s.pairs) return;
   if constexpr (VC == RowCodec::f16) {
-    weights[i] = weight;
+    Values::store_weight(weights, 0, i, weight);
   } else {
     const float* norms = reinterpret_cast<const float*>(stage + s.stage_v_norms);
     const int t = i % s.tile;
 #pragma unroll
     for (int part = 0; part < s.weight_sets; ++part) {
-      weights[part * s.pairs + i] =
-          weight * decode_scale<D>(norms[t * s.norms_per_row + part], inverse_scale_factor_d512);
+      Values::store_weight(
+          weights, part, i,
+          weight * decode_scale<D>(norms[t * s.norms_per_row + part], inverse_scale_factor_d512));
     }
   }
 }
@@ -240,79 +245,16 @@ __device__ __forceinline__ SplitRows split_rows(const DecodeParams& p, const Que
           static_cast<int>(end)};
 }
 
-// How the split kernel looks up V codes (codebook_lookup.cuh): bank-replicated for one byte
-// per code, where random 8-bit codes would otherwise conflict.
-template <VLookup kLookup>
-using CodebookFor = std::conditional_t<kLookup == VLookup::lane, LaneCodebook, PlainCodebook>;
-
-template <VLookup kLookup>
-__device__ __forceinline__ CodebookFor<kLookup> v_codebook_of(const float* table,
-                                                              const LaneSlice& slice) {
-  if constexpr (kLookup == VLookup::lane) {
-    return LaneCodebook(table, slice.lane);
-  } else {
-    return PlainCodebook{table};
-  }
-}
-
-// O_h ← O_h · rescale_h + Σ_t w_h,t · v_t over one staged tile, each V row decoded once for
-// the whole group. For TQ V the weights carry the row scale (store_weight), so v_t is the
-// plain codebook value.
+// Stores the split's unnormalised O slices (from every thread) and (m, l) pairs (from the
+// softmax threads). state_base indexes the first head's state of this split.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__device__ __forceinline__ void accumulate_tile(
-    const unsigned char* stage, const float* weights, const float* rescale, const LaneSlice& slice,
-    const CodebookFor<SplitShape(D, kHeads, KC, VC).v_lookup>& codebook,
-    float (&o)[kHeads][D / kSplitThreads]) {
-  constexpr SplitShape s(D, kHeads, KC, VC);
-  constexpr int E = s.lane_elements;
-  constexpr int T = s.tile;
-  const float* lane_weights = weights + (s.weight_sets > 1 ? slice.part * s.pairs : 0);
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-    const float factor = rescale[h];
-#pragma unroll
-    for (int e = 0; e < E; ++e) o[h][e] *= factor;
-  }
-#pragma unroll
-  for (int t = 0; t < T; t += 4) {
-    float4 w[kHeads];
-#pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      w[h] = *reinterpret_cast<const float4*>(lane_weights + h * T + t);
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      float v[E];
-      row_elements<VC, E>(stage + s.stage_v + (t + u) * s.v_row_bytes, slice.first, codebook, 1.0f,
-                          v);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        const float weight = u == 0 ? w[h].x : u == 1 ? w[h].y : u == 2 ? w[h].z : w[h].w;
-#pragma unroll
-        for (int e = 0; e < E; ++e) o[h][e] = fmaf(weight, v[e], o[h][e]);
-      }
-    }
-  }
-}
-
-// Stores the split's unnormalised O slices and, from the softmax threads, its (m, l) pairs.
-// state_base indexes the first head's state of this split.
-template <int D, int kHeads, int T>
 __device__ __forceinline__ void write_split_state(const DecodeParams& p, std::int64_t state_base,
-                                                  int heads_here, const LaneSlice& slice,
-                                                  const float (&o)[kHeads][D / kSplitThreads],
+                                                  int heads_here,
+                                                  const TileValues<D, kHeads, KC, VC>& values,
                                                   float m_run, float l_run) {
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-    if (h >= heads_here) break;
-    float* dst =
-        p.partial_o + (state_base + static_cast<std::int64_t>(h) * p.max_splits) * D + slice.first;
-    if constexpr (D / kSplitThreads == 4) {
-      *reinterpret_cast<float4*>(dst) = make_float4(o[h][0], o[h][1], o[h][2], o[h][3]);
-    } else {
-      *reinterpret_cast<float2*>(dst) = make_float2(o[h][0], o[h][1]);
-    }
-  }
+  constexpr int T = SplitShape(D, kHeads, KC, VC).tile;
+  values.write(p.partial_o + state_base * D, static_cast<std::int64_t>(p.max_splits) * D,
+               heads_here);
   const int i = static_cast<int>(threadIdx.x);
   if (i < T * kHeads && i % T == 0 && i / T < heads_here) {
     p.partial_ml[state_base + static_cast<std::int64_t>(i / T) * p.max_splits] =
@@ -324,7 +266,6 @@ template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __global__ void __launch_bounds__(kSplitThreads)
     split_kernel(const __grid_constant__ DecodeParams p) {
   constexpr SplitShape s(D, kHeads, KC, VC);
-  constexpr int E = s.lane_elements;
   constexpr int T = s.tile;
   // Split boundaries fall on multiples of kSplitAlign, so only a query's last split has a
   // partial tile; softmax_tile reduces a head's T scores inside one warp.
@@ -358,20 +299,14 @@ __global__ void __launch_bounds__(kSplitThreads)
   // Copies q into registers: q may live in the last stage, which the first tile refills.
   const TileScorer<D, kHeads, KC, VC> scorer(reinterpret_cast<const float*>(shared + s.q_offset),
                                              slice);
-  float o[kHeads][E];
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) o[h][e] = 0.0f;
-  }
+  TileValues<D, kHeads, KC, VC> values(reinterpret_cast<const float*>(shared + s.v_codebook_offset),
+                                       slice);
   float* partial = reinterpret_cast<float*>(shared + s.partial_offset);
   float* weights = reinterpret_cast<float*>(shared + s.weight_offset);
   float* rescale = reinterpret_cast<float*>(shared + s.rescale_offset);
   float m_run = -INFINITY;
   float l_run = 0.0f;
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
-  const auto v_codebook = v_codebook_of<s.v_lookup>(
-      reinterpret_cast<const float*>(shared + s.v_codebook_offset), slice);
 
   for (int tile = 0; tile < tiles; ++tile) {
     wait_copies<s.stages - 2>();
@@ -393,12 +328,12 @@ __global__ void __launch_bounds__(kSplitThreads)
       store_weight<D, kHeads, KC, VC>(stage, weight, inverse_scale_factor_d512, weights);
     }
     __syncthreads();
-    accumulate_tile<D, kHeads, KC, VC>(stage, weights, rescale, slice, v_codebook, o);
+    values.accumulate(stage, weights, rescale);
   }
   wait_copies<0>();  // no copy may outlive the block
 
-  write_split_state<D, kHeads, T>(p, (query * p.n_heads + first_head) * p.max_splits + split,
-                                  heads_here, slice, o, m_run, l_run);
+  write_split_state<D, kHeads, KC, VC>(p, (query * p.n_heads + first_head) * p.max_splits + split,
+                                       heads_here, values, m_run, l_run);
 }
 
 // Launches split_kernel over grid (max_splits, n_kv_heads · head_chunks, n_queries).

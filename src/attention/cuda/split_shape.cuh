@@ -23,6 +23,9 @@ inline constexpr int kSharedBytesReservedPerBlock = 1024;
 // also fit with the full per-bank V table wherever any table fits three, so no instance
 // pays the mirrored half's extra instructions per lookup for warps.
 inline constexpr int kTargetBlocksPerSm = 3;
+// Heads per block from which P·V runs on tensor cores (values.cuh): below, CUDA-core FMAs
+// (one per element, head and position) cost less than the fragment packing.
+inline constexpr int kMinHeadsForTensorCoreValues = 2;
 
 __host__ __device__ constexpr int blocks_per_sm_by_shared(int shared_bytes) {
   return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);
@@ -45,6 +48,7 @@ struct SplitShape {
   VLookup v_lookup;  // how V codes become codebook values (codebook_lookup.cuh)
   int weight_sets;   // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
+  bool tensor_core_values;  // one-byte TQ V, 2+ heads, 16-row tiles: P·V by mma.sync (values.cuh)
   int k_row_bytes, v_row_bytes;
   int k_pitch;  // bytes between staged K rows: padded by 16 for conflict-free mma fragments
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
@@ -67,6 +71,7 @@ struct SplitShape {
                      : (v_codec == RowCodec::tq_nibble ? VLookup::plain : VLookup::lane)),
         weight_sets(v_codec == RowCodec::f16 ? 1 : norms_per_row),
         tensor_core_scores(k_codec == RowCodec::f16),
+        tensor_core_values(false),
         k_row_bytes(row_bytes_of(k_codec, d)),
         k_pitch(k_codec == RowCodec::f16 ? row_bytes_of(k_codec, d) + 16
                                          : row_bytes_of(k_codec, d)),
@@ -97,6 +102,8 @@ struct SplitShape {
       lay_out(t);
       if (t == min_tile || blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) break;
     }
+    tensor_core_values =
+        v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
   }
 
  private:
