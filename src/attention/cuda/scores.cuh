@@ -111,6 +111,7 @@ class MmaScorer {
   static constexpr SplitShape kShape{D, kHeads, RowCodec::f16, VC};
   // k-steps of 16 elements in a warp's quarter of the head dimension.
   static constexpr int kSteps = D / kSplitWarps / 16;
+  static_assert(kSteps % 2 == 0, "two chains of steps");
   static_assert(kShape.tile % 16 == 0, "mma blocks of 16 positions");
 
   // B fragments of q: lane (group g = lane / 4, index i = lane % 4) holds head g's elements
@@ -146,7 +147,8 @@ class MmaScorer {
     for (int block = 0; block < T / 16; ++block) {
       const unsigned char* row =
           stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch + column_bytes;
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // Even and odd steps accumulate apart: two chains of dependent mma, half as long.
+      float chains[2][4] = {};
 #pragma unroll
       for (int step = 0; step < kSteps; ++step) {
         const unsigned char* at = row + step * 32;
@@ -154,10 +156,13 @@ class MmaScorer {
                                *reinterpret_cast<const unsigned*>(at + 8 * kShape.k_pitch),
                                *reinterpret_cast<const unsigned*>(at + 16),
                                *reinterpret_cast<const unsigned*>(at + 8 * kShape.k_pitch + 16)};
-        mma_16x8x16(c, a, q_high_[step]);
-        mma_16x8x16(c, a, q_low_[step]);
+        mma_16x8x16(chains[step % 2], a, q_high_[step]);
+        mma_16x8x16(chains[step % 2], a, q_low_[step]);
       }
-      // c[j]: position group, head 2i + j; c[2 + j]: position group + 8.
+      float c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = chains[0][j] + chains[1][j];
+        // c[j]: position group, head 2i + j; c[2 + j]: position group + 8.
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int head = 2 * (slice_.lane % 4) + j;

@@ -174,7 +174,9 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
 
 // Online softmax of one tile, by the first ceil(pairs/32) warps: thread i scores pair
 // (head i / T, position i % T). m_run and l_run live in those threads' registers across
-// tiles. Writes each head's rescale factor of O and returns the thread's weight exp(s − m).
+// tiles; l_run is the thread's own share of its head's sum (write_split_state adds the T
+// shares once, at the end), so the tile's critical path holds one reduction, the max. Writes each
+// head's rescale factor of O and returns the thread's weight exp(s − m).
 template <int T, int kPairs, int kReduceWidth>
 __device__ __forceinline__ float softmax_tile(const DecodeParams& p, const float* partial,
                                               int valid_rows, float& m_run, float& l_run,
@@ -192,9 +194,8 @@ __device__ __forceinline__ float softmax_tile(const DecodeParams& p, const float
   const float tile_max = group_reduce<T>(s, [](float a, float b) { return fmaxf(a, b); });
   const float m_new = fmaxf(m_run, tile_max);
   const float weight = attention::merge_weight(s, m_new);
-  const float tile_sum = group_reduce<T>(weight, [](float a, float b) { return a + b; });
   const float factor = attention::merge_weight(m_run, m_new);
-  l_run = l_run * factor + tile_sum;
+  l_run = l_run * factor + weight;
   m_run = m_new;
   if (active && t == 0) rescale[i / T] = factor;
   return weight;
@@ -256,9 +257,11 @@ __device__ __forceinline__ void write_split_state(const DecodeParams& p, std::in
   values.write(p.partial_o + state_base * D, static_cast<std::int64_t>(p.max_splits) * D,
                heads_here);
   const int i = static_cast<int>(threadIdx.x);
+  // Every warp reduces (the softmax warps are whole warps; the others' shares are zeros).
+  const float l = group_reduce<T>(l_run, [](float a, float b) { return a + b; });
   if (i < T * kHeads && i % T == 0 && i / T < heads_here) {
     p.partial_ml[state_base + static_cast<std::int64_t>(i / T) * p.max_splits] =
-        make_float2(m_run, l_run);
+        make_float2(m_run, l);
   }
 }
 
