@@ -3,11 +3,12 @@
 //   PlainCodebook: entry c at word c. Lanes with random 8-bit codes hit random banks (entries
 //     c and c + 32 share one), about 3-4-way conflicts per lookup; fine for the K side of the
 //     all-quantized variant and for 4-bit codes (16 entries, one bank each: no conflicts).
-//   LaneCodebook (V rows of one byte per code): one copy of the table per bank, entry c of
-//     lane l at word c·32 + l, so every lane reads its own bank whatever its code: 256 × 32 ×
-//     4 B = 32 KB. SplitShape (split_shape.cuh) sizes the tile so that the instances still
-//     keep their target blocks per SM (git history has a mirrored 16 KB half, ~5 more
-//     instructions per lookup, for when that stops being possible).
+//   LaneCodebook<kCopies> (V rows of one byte per code): the table replicated over the banks,
+//     entry c of copy r at word c·kCopies + r, lane l reading copy l mod kCopies. With 32
+//     copies (32 KB) every lane reads its own bank whatever its code: one wavefront per
+//     lookup. With 16 copies (16 KB) lanes l and l + 16 share a copy, and collide when their
+//     codes differ in the same half of the banks: about two wavefronts per lookup. SplitShape
+//     (split_shape.cuh) takes 16 copies where the smaller table lets another block onto the SM.
 #pragma once
 
 #include "attention/cuda/decode_params.cuh"
@@ -15,19 +16,20 @@
 
 namespace turbodecode::cuda::decode {
 
-// Largest codebook (8-bit), and the banks a replicated table is spread over.
+// Largest codebook (8-bit), and the banks of shared memory.
 inline constexpr int kCodebookEntries = 256;
 inline constexpr int kBanks = 32;
 
 // How the split kernel looks V codes up.
 enum class VLookup : int { none, plain, lane };
 
-__host__ __device__ constexpr int codebook_bytes(VLookup lookup) {
+// Bytes of a staged table; `copies` counts the replicas of a lane table.
+__host__ __device__ constexpr int codebook_bytes(VLookup lookup, int copies) {
   switch (lookup) {
     case VLookup::plain:
       return kCodebookEntries * 4;
     case VLookup::lane:
-      return kCodebookEntries * kBanks * 4;
+      return kCodebookEntries * copies * 4;
     default:
       return 0;
   }
@@ -39,26 +41,28 @@ struct PlainCodebook {
   __device__ float operator()(unsigned code) const { return table[code]; }
 };
 
+template <int kCopies>
 struct LaneCodebook {
-  unsigned lane_address;  // shared-memory address of this lane's bank in entry 0
+  static_assert(kCopies == kBanks || kCopies == kBanks / 2, "one copy per bank, or per two");
+  unsigned lane_address;  // shared-memory address of this lane's copy in entry 0
 
   __device__ LaneCodebook(const float* table, int lane)
-      : lane_address(static_cast<unsigned>(__cvta_generic_to_shared(table + lane))) {}
+      : lane_address(static_cast<unsigned>(__cvta_generic_to_shared(table + lane % kCopies))) {}
 
   // Codes arrive masked to 8 bits; entries past the codebook read as 0. From the lane's
-  // 32-bit shared address a lookup is shift, mask and add (generic indexing took one more
-  // instruction). Not volatile: the table is constant once staged, and the code comes from
-  // a load issued after that barrier.
+  // 32-bit shared address a lookup is one shift-and-add of a zero-extended code (generic
+  // indexing took one more instruction). Not volatile: the table is constant once staged, and
+  // the code comes from a load issued after that barrier.
   __device__ float operator()(unsigned code) const {
     float value;
-    asm("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(lane_address + code * (kBanks * 4)));
+    asm("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(lane_address + code * (kCopies * 4)));
     return value;
   }
 
   // The entry's 32 bits as they are (a table staged as bf16 pairs: see stage_lane_codebook).
   __device__ unsigned word(unsigned code) const {
     unsigned value;
-    asm("ld.shared.u32 %0, [%1];\n" : "=r"(value) : "r"(lane_address + code * (kBanks * 4)));
+    asm("ld.shared.u32 %0, [%1];\n" : "=r"(value) : "r"(lane_address + code * (kCopies * 4)));
     return value;
   }
 };
@@ -72,12 +76,12 @@ __device__ __forceinline__ void stage_plain_codebook(float* table, int bits) {
   }
 }
 
-// Stages the `bits`-wide codebook once per bank (LaneCodebook); entries past 2^bits read as 0.
+// Stages the `bits`-wide codebook kCopies times (LaneCodebook); entries past 2^bits read as 0.
 // An entry holds the 32 bits `encode(value)` returns: the f32's own bits, or the value split
-// into bf16 high and low parts for tensor-core V (values.cuh). A thread writes an entry to the
-// banks in an order rotated by its lane, so a warp's 32 stores hit 32 banks. Needs a block
-// barrier before use.
-template <class Encode>
+// into bf16 high and low parts for tensor-core V (values.cuh). A thread writes an entry's
+// copies in an order rotated by its lane, so a warp's stores spread over the banks. Needs a
+// block barrier before use.
+template <int kCopies, class Encode>
 __device__ __forceinline__ void stage_lane_codebook(float* table, int bits, Encode encode) {
   auto* words = reinterpret_cast<unsigned*>(table);
   for (int entry = static_cast<int>(threadIdx.x); entry < kCodebookEntries;
@@ -85,7 +89,7 @@ __device__ __forceinline__ void stage_lane_codebook(float* table, int bits, Enco
     const unsigned value = encode(entry < (1 << bits) ? tq_tables::codebook(bits)[entry] : 0.0f);
     const int lane = entry % kBanks;
 #pragma unroll
-    for (int j = 0; j < kBanks; ++j) words[entry * kBanks + (lane + j) % kBanks] = value;
+    for (int j = 0; j < kCopies; ++j) words[entry * kCopies + (lane + j) % kCopies] = value;
   }
 }
 

@@ -161,9 +161,11 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
   if constexpr (s.v_lookup == VLookup::plain) {
     stage_plain_codebook(v_codebook, p.v.bits);
   } else if constexpr (s.tensor_core_values) {
-    stage_lane_codebook(v_codebook, p.v.bits, [](float value) { return bf16_pair(value); });
+    stage_lane_codebook<s.v_copies>(v_codebook, p.v.bits,
+                                    [](float value) { return bf16_pair(value); });
   } else if constexpr (s.v_lookup != VLookup::none) {
-    stage_lane_codebook(v_codebook, p.v.bits, [](float value) { return __float_as_uint(value); });
+    stage_lane_codebook<s.v_copies>(v_codebook, p.v.bits,
+                                    [](float value) { return __float_as_uint(value); });
   }
   if constexpr (KC != RowCodec::f16) {
     block_hadamard(q, kHeads, D);

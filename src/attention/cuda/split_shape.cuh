@@ -46,6 +46,7 @@ struct SplitShape {
   int stages;
   int norms_per_row;
   VLookup v_lookup;  // how V codes become codebook values (codebook_lookup.cuh)
+  int v_copies;      // replicas of a lane table: 32, or 16 where that fits another block
   int weight_sets;   // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   bool tensor_core_values;  // one-byte TQ V, 2+ heads, 16-row tiles: P·V by mma.sync (values.cuh)
@@ -69,6 +70,7 @@ struct SplitShape {
         v_lookup(v_codec == RowCodec::f16
                      ? VLookup::none
                      : (v_codec == RowCodec::tq_nibble ? VLookup::plain : VLookup::lane)),
+        v_copies(v_lookup == VLookup::lane ? kBanks : 0),
         weight_sets(v_codec == RowCodec::f16 ? 1 : norms_per_row),
         tensor_core_scores(k_codec == RowCodec::f16),
         tensor_core_values(false),
@@ -102,6 +104,17 @@ struct SplitShape {
       lay_out(t);
       if (t == min_tile || blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) break;
     }
+    // Half the lane table where that lets one more block share the SM: more warps to hide
+    // the per-tile chain, for about one more wavefront per lookup.
+    if (v_lookup == VLookup::lane) {
+      const int blocks = blocks_per_sm_by_shared(shared_bytes);
+      v_copies = kBanks / 2;
+      lay_out(tile);
+      if (blocks_per_sm_by_shared(shared_bytes) <= blocks) {
+        v_copies = kBanks;
+        lay_out(tile);
+      }
+    }
     tensor_core_values =
         v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
   }
@@ -128,7 +141,7 @@ struct SplitShape {
     rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
     v_codebook_offset = k_codebook_offset + (tensor_core_scores ? 0 : kCodebookEntries * 4);
-    shared_bytes = v_codebook_offset + codebook_bytes(v_lookup);
+    shared_bytes = v_codebook_offset + codebook_bytes(v_lookup, v_copies);
   }
 };
 

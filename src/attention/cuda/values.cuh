@@ -27,8 +27,9 @@ namespace turbodecode::cuda::decode {
 
 // How the V pass looks up codes: bank-replicated for one byte per code, where random 8-bit
 // codes would otherwise conflict.
-template <VLookup kLookup>
-using CodebookFor = std::conditional_t<kLookup == VLookup::lane, LaneCodebook, PlainCodebook>;
+template <VLookup kLookup, int kCopies>
+using CodebookFor =
+    std::conditional_t<kLookup == VLookup::lane, LaneCodebook<kCopies>, PlainCodebook>;
 
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 class FmaValues {
@@ -97,11 +98,11 @@ class FmaValues {
   }
 
  private:
-  using Codebook = CodebookFor<kShape.v_lookup>;
+  using Codebook = CodebookFor<kShape.v_lookup, kShape.v_copies>;
 
   __device__ static Codebook make_codebook(const float* table, const LaneSlice& slice) {
     if constexpr (kShape.v_lookup == VLookup::lane) {
-      return LaneCodebook(table, slice.lane);
+      return Codebook(table, slice.lane);
     } else {
       return PlainCodebook{table};
     }
@@ -259,7 +260,7 @@ class MmaValues {
   }
 
  private:
-  LaneCodebook codebook_;
+  LaneCodebook<kShape.v_copies> codebook_;
   int group_, pair_;
   int run_first_;   // first element of the lane group's run
   int weight_set_;  // D = 512: the half (and norm) of the warp's quarter
