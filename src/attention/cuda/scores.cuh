@@ -136,26 +136,30 @@ class MmaScorer {
   }
 
   // A fragments straight from the staged rows: lane (g, i) reads rows g and g + 8 at columns
-  // 2i and 2i + 8; the 16-byte row padding spreads those 32 words over all 32 banks.
+  // 2i and 2i + 8. Rows are staged with their 16-byte chunks swizzled (chunk c of row r at
+  // c ^ (r mod 8): swizzled_chunk), so the 8 rows' words of one load fall in 32 distinct banks.
   __device__ void score(const unsigned char* stage, const float* /*codebook*/,
                         float /*inverse_scale_factor_d512*/, float* partial) const {
     constexpr int T = kShape.tile;
     constexpr int N = kShape.reduce_width;
     const int group = slice_.lane / 4;
-    const int column_bytes = 2 * (slice_.warp * (D / kSplitWarps) + 2 * (slice_.lane % 4));
+    // The warp's first chunk of a row; a lane reads 4 bytes at 4i of chunks 2·step, 2·step + 1.
+    const int first_chunk = slice_.warp * (D / kSplitWarps) * 2 / 16;
 #pragma unroll
     for (int block = 0; block < T / 16; ++block) {
+      // Rows g and g + 8 of the block share r mod 8 = g, so one swizzle serves both.
       const unsigned char* row =
-          stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch + column_bytes;
+          stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch + 4 * (slice_.lane % 4);
       // Even and odd steps accumulate apart: two chains of dependent mma, half as long.
       float chains[2][4] = {};
 #pragma unroll
       for (int step = 0; step < kSteps; ++step) {
-        const unsigned char* at = row + step * 32;
-        const unsigned a[4] = {*reinterpret_cast<const unsigned*>(at),
-                               *reinterpret_cast<const unsigned*>(at + 8 * kShape.k_pitch),
-                               *reinterpret_cast<const unsigned*>(at + 16),
-                               *reinterpret_cast<const unsigned*>(at + 8 * kShape.k_pitch + 16)};
+        const unsigned char* low = row + 16 * swizzled_chunk(first_chunk + 2 * step, group);
+        const unsigned char* high = row + 16 * swizzled_chunk(first_chunk + 2 * step + 1, group);
+        const unsigned a[4] = {*reinterpret_cast<const unsigned*>(low),
+                               *reinterpret_cast<const unsigned*>(low + 8 * kShape.k_pitch),
+                               *reinterpret_cast<const unsigned*>(high),
+                               *reinterpret_cast<const unsigned*>(high + 8 * kShape.k_pitch)};
         mma_16x8x16(chains[step % 2], a, q_high_[step]);
         mma_16x8x16(chains[step % 2], a, q_low_[step]);
       }

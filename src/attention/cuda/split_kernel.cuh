@@ -69,8 +69,9 @@ __device__ __forceinline__ const Element* row_start(const Element* plane, unsign
 }
 
 // Copies the tile's rows of kRowBytes bytes (logical offsets tile_begin + t) into `stage`,
-// kPitch bytes apart. A thread always copies the same 16-byte column of its rows.
-template <int kRowBytes, int kPitch, int kTile>
+// kPitch bytes apart, with their 16-byte chunks at swizzled_chunk when kSwizzled. A thread
+// always copies the same 16-byte column of its rows.
+template <int kRowBytes, int kPitch, int kTile, bool kSwizzled>
 __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::uint64_t row_stride,
                                           const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {
@@ -81,15 +82,16 @@ __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::uint64
   // A 64-bit per-thread base, so each copy's address is one wide multiply-add.
   const auto column = reinterpret_cast<const unsigned char*>(__cvta_generic_to_global(rows) +
                                                              static_cast<std::size_t>(chunk) * 16);
-  unsigned char* target = stage + chunk * 16;
+
   constexpr int kPasses = (kTile + kRowsPerPass - 1) / kRowsPerPass;
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     const int t = static_cast<int>(threadIdx.x) / kChunksPerRow + pass * kRowsPerPass;
     if (kTile % kRowsPerPass != 0 && t >= kTile) break;
     const int logical = tile_begin + t;
-    copy_async_16(target + t * kPitch, row_start(column, split.row(logical), row_stride),
-                  logical < split.end ? 16 : 0);
+    const int target_chunk = kSwizzled ? swizzled_chunk(chunk, t) : chunk;
+    copy_async_16(stage + t * kPitch + target_chunk * 16,
+                  row_start(column, split.row(logical), row_stride), logical < split.end ? 16 : 0);
   }
 }
 
@@ -112,10 +114,10 @@ template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {
   constexpr SplitShape s(D, kHeads, KC, VC);
-  copy_rows<s.k_row_bytes, s.k_pitch, s.tile>(split.k_rows, split.k_row_stride, split, tile_begin,
-                                              stage + s.stage_k);
-  copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile>(split.v_rows, split.v_row_stride, split,
-                                                  tile_begin, stage + s.stage_v);
+  copy_rows<s.k_row_bytes, s.k_pitch, s.tile, s.k_swizzled>(split.k_rows, split.k_row_stride, split,
+                                                            tile_begin, stage + s.stage_k);
+  copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile, false>(split.v_rows, split.v_row_stride, split,
+                                                         tile_begin, stage + s.stage_v);
   // Norms from the last threads: the first warp also runs the softmax.
   constexpr int kNorms = s.tile * s.norms_per_row;
   if constexpr (KC != RowCodec::f16) {
@@ -267,8 +269,9 @@ __device__ __forceinline__ void write_split_state(const DecodeParams& p, std::in
   }
 }
 
+// The register cap keeps the blocks that shared memory allows (up to 4) resident.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__global__ void __launch_bounds__(kSplitThreads)
+__global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).resident_blocks())
     split_kernel(const __grid_constant__ DecodeParams p) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int T = s.tile;

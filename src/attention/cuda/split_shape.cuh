@@ -51,7 +51,8 @@ struct SplitShape {
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   bool tensor_core_values;  // one-byte TQ V, 2+ heads, 16-row tiles: P·V by mma.sync (values.cuh)
   int k_row_bytes, v_row_bytes;
-  int k_pitch;  // bytes between staged K rows: padded by 16 for conflict-free mma fragments
+  int k_pitch;      // bytes between staged K rows
+  bool k_swizzled;  // F16 K: 16-byte chunks staged at swizzled_chunk (mma fragments, scores.cuh)
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
   // Byte offsets inside one stage, then of each shared region.
   int stage_k, stage_v, stage_k_norms, stage_v_norms, stage_bytes;
@@ -75,8 +76,8 @@ struct SplitShape {
         tensor_core_scores(k_codec == RowCodec::f16),
         tensor_core_values(false),
         k_row_bytes(row_bytes_of(k_codec, d)),
-        k_pitch(k_codec == RowCodec::f16 ? row_bytes_of(k_codec, d) + 16
-                                         : row_bytes_of(k_codec, d)),
+        k_pitch(row_bytes_of(k_codec, d)),
+        k_swizzled(k_codec == RowCodec::f16),
         v_row_bytes(row_bytes_of(v_codec, d)),
         k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
@@ -119,6 +120,13 @@ struct SplitShape {
         v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
   }
 
+  // Blocks per SM the kernel is compiled for (its register cap): what shared memory allows,
+  // at most 4 (16 warps hide the per-tile chain; more would squeeze registers for nothing).
+  __host__ __device__ constexpr int resident_blocks() const {
+    const int blocks = blocks_per_sm_by_shared(shared_bytes);
+    return blocks < 4 ? blocks : 4;
+  }
+
  private:
   // The tile size and every offset that follows from it.
   __host__ __device__ constexpr void lay_out(int t) {
@@ -144,6 +152,15 @@ struct SplitShape {
     shared_bytes = v_codebook_offset + codebook_bytes(v_lookup, v_copies);
   }
 };
+
+// Where a staged K row keeps its 16-byte chunk c when rows are swizzled: at c ^ (r mod 8) for
+// row r, inside the same 128-byte line. The tensor-core scorer's 8 rows per fragment load then
+// hit 32 distinct banks with rows packed at their own size; a padded pitch (the earlier way)
+// left every staged copy straddling two 128-byte lines, which split each cp.async request and
+// cost 1.5× the L2 sectors of the K rows (Nsight Compute, H200).
+__host__ __device__ constexpr int swizzled_chunk(int chunk, int row) {
+  return chunk ^ (row & 7);
+}
 
 // Where a thread's elements of a row are: warp w owns quarter w of the head dimension, lane l
 // elements [l·E, l·E + E) of it (E = D / 128).
