@@ -13,8 +13,8 @@
 # Each step has a time limit and the whole run a budget (BUDGET_S, default 540 s); a step
 # that fails or times out is recorded and the run goes on. Skip a step with SKIP_<STEP>=1
 # (e.g. SKIP_SANITIZER=1 skips all three sanitizer steps, SKIP_MEMCHECK=1 one of them).
-# QUICK=1 runs the benchmarks in their --quick mode. Outputs (at most 8 files) go to $OUT,
-# or to the first argument, or to ./gpu-out:
+# QUICK=1 runs the benchmarks in their --quick mode. Outputs (at most 8 files) go to the first
+# argument, or to $OUT, or to ./gpu-out:
 #   gpu_session.log  every step's output, concatenated      summary.txt  the step table
 #   attention_bench.json  sdpa_peer.json  attention_report.md  attention_gbps.png
 #   hc_bench.json  hc_torch.json (when those programs write JSON)
@@ -23,7 +23,7 @@ set -u
 BUILD=${BUILD:-build/release}
 # The slim copy bench/stage_gpu_build.sh makes, when the full build folder did not travel.
 [[ ! -e "$BUILD/CMakeCache.txt" && -e build/gpu/CMakeCache.txt ]] && BUILD=build/gpu
-OUT_DIR=${OUT:-${1:-gpu-out}}
+OUT_DIR=${1:-${OUT:-gpu-out}}
 BUDGET_S=${BUDGET_S:-540}
 QUICK_FLAG=""
 [[ "${QUICK:-0}" == 1 ]] && QUICK_FLAG="--quick"
