@@ -16,6 +16,7 @@
 #include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/split_shape.cuh"
+#include "common/mma_m16n8k16.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
@@ -90,16 +91,6 @@ class FmaScorer {
   float q_[kHeads][E];
 };
 
-// D = A·B + C for one 16×8×16 block: A 16×16 f16 (row-major fragments), B 16×8 f16, f32
-// accumulators.
-__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const unsigned (&a)[4],
-                                            const unsigned (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 __device__ __forceinline__ unsigned pack_halves(__half low, __half high) {
   const __half2 pair = __halves2half2(low, high);
   return *reinterpret_cast<const unsigned*>(&pair);
@@ -160,8 +151,8 @@ class MmaScorer {
                                *reinterpret_cast<const unsigned*>(low + 8 * kShape.k_pitch),
                                *reinterpret_cast<const unsigned*>(high),
                                *reinterpret_cast<const unsigned*>(high + 8 * kShape.k_pitch)};
-        mma_16x8x16(chains[step % 2], a, q_high_[step]);
-        mma_16x8x16(chains[step % 2], a, q_low_[step]);
+        mma_m16n8k16<__half>(chains[step % 2], a, q_high_[step]);
+        mma_m16n8k16<__half>(chains[step % 2], a, q_low_[step]);
       }
       float c[4];
 #pragma unroll

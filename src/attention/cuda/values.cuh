@@ -22,6 +22,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/split_shape.cuh"
+#include "common/mma_m16n8k16.cuh"
 
 namespace turbodecode::cuda::decode {
 
@@ -112,16 +113,6 @@ class FmaValues {
   Codebook codebook_;
   float o_[kHeads][E];
 };
-
-// D = A·B + C for one 16×8×16 block in bf16: A 16×16 (row-major fragments), B 16×8, f32
-// accumulators.
-__device__ __forceinline__ void mma_bf16_16x8x16(float (&c)[4], const unsigned (&a)[4],
-                                                 const unsigned (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // A value split into bf16 high and low parts, high in bits 0-15 and low in bits 16-31: the
 // lane table's entries and the stored weights of MmaValues.
@@ -236,9 +227,9 @@ class MmaValues {
         const unsigned a_low[4] = {
             __byte_perm(even[0], even[1], 0x7632u), __byte_perm(odd[0], odd[1], 0x7632u),
             __byte_perm(even[2], even[3], 0x7632u), __byte_perm(odd[2], odd[3], 0x7632u)};
-        mma_bf16_16x8x16(c_[b], a_high, high);
-        mma_bf16_16x8x16(c_[b], a_high, low);
-        mma_bf16_16x8x16(c_[b], a_low, high);
+        mma_m16n8k16<__nv_bfloat16>(c_[b], a_high, high);
+        mma_m16n8k16<__nv_bfloat16>(c_[b], a_high, low);
+        mma_m16n8k16<__nv_bfloat16>(c_[b], a_low, high);
       }
     }
   }
