@@ -176,6 +176,16 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
   }
 }
 
+// exp(m_part − m_total) for the tile softmax, 0 for m_part = −∞ (merge_weight of state.h, but
+// with the hardware's approximate 2^x: two instructions instead of about ten, on the tile's
+// critical path; relative error about 2^-22, far inside the 2e-3 of SPEC §5).
+__device__ __forceinline__ float tile_weight(float m_part, float m_total) {
+  constexpr float kLog2E = 1.4426950408889634f;
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(result) : "f"((m_part - m_total) * kLog2E));
+  return m_part == -INFINITY ? 0.0f : result;
+}
+
 // Online softmax of one tile, by the first ceil(pairs/32) warps: thread i scores pair
 // (head i / T, position i % T). m_run and l_run live in those threads' registers across
 // tiles; l_run is the thread's own share of its head's sum (write_split_state adds the T
@@ -197,36 +207,48 @@ __device__ __forceinline__ float softmax_tile(const DecodeParams& p, const float
   }
   const float tile_max = group_reduce<T>(s, [](float a, float b) { return fmaxf(a, b); });
   const float m_new = fmaxf(m_run, tile_max);
-  const float weight = attention::merge_weight(s, m_new);
-  const float factor = attention::merge_weight(m_run, m_new);
+  const float weight = tile_weight(s, m_new);
+  const float factor = tile_weight(m_run, m_new);
   l_run = l_run * factor + weight;
   m_run = m_new;
   if (active && t == 0) rescale[i / T] = factor;
   return weight;
 }
 
-// Stores thread i's softmax weight for the V pass, in the layout of the block's TileValues.
-// TQ V folds the row's decode scale into it (one weight set per norm of the row: D = 512 has
-// two halves), so the V pass uses plain codebook values: one multiply per pair here instead
-// of one per element and row there.
+// The decode scales thread i folds into its softmax weight for the V pass (TQ V: one per
+// norm of the row, D = 512 has two halves; 1 for F16 V), so the V pass uses plain codebook
+// values: one multiply per pair instead of one per element and row. Read before the softmax,
+// so the loads overlap its reductions.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__device__ __forceinline__ void store_weight(const unsigned char* stage, float weight,
-                                             float inverse_scale_factor_d512, float* weights) {
+struct WeightScales {
+  static constexpr SplitShape kShape{D, kHeads, KC, VC};
+  float value[kShape.weight_sets];
+
+  __device__ WeightScales(const unsigned char* stage, float inverse_scale_factor_d512) {
+    const float* norms = reinterpret_cast<const float*>(stage + kShape.stage_v_norms);
+    const int t = static_cast<int>(threadIdx.x) % kShape.tile;
+#pragma unroll
+    for (int part = 0; part < kShape.weight_sets; ++part) {
+      value[part] = VC == RowCodec::f16 ? 1.0f
+                                        : decode_scale<D>(norms[t * kShape.norms_per_row + part],
+                                                          inverse_scale_factor_d512);
+    }
+  }
+};
+
+// Stores thread i's softmax weight, scaled for each weight set, in the layout of the block's
+// TileValues.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void store_weight(float weight,
+                                             const WeightScales<D, kHeads, KC, VC>& scales,
+                                             float* weights) {
   constexpr SplitShape s(D, kHeads, KC, VC);
-  using Values = TileValues<D, kHeads, KC, VC>;
   const int i = static_cast<int>(threadIdx.x);
   if (i >= s.pairs) return;
-  if constexpr (VC == RowCodec::f16) {
-    Values::store_weight(weights, 0, i, weight);
-  } else {
-    const float* norms = reinterpret_cast<const float*>(stage + s.stage_v_norms);
-    const int t = i % s.tile;
 #pragma unroll
-    for (int part = 0; part < s.weight_sets; ++part) {
-      Values::store_weight(
-          weights, part, i,
-          weight * decode_scale<D>(norms[t * s.norms_per_row + part], inverse_scale_factor_d512));
-    }
+  for (int part = 0; part < s.weight_sets; ++part) {
+    TileValues<D, kHeads, KC, VC>::store_weight(
+        weights, part, i, VC == RowCodec::f16 ? weight : weight * scales.value[part]);
   }
 }
 
@@ -330,10 +352,11 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
                  inverse_scale_factor_d512, partial);
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
+      const WeightScales<D, kHeads, KC, VC> scales(stage, inverse_scale_factor_d512);
       const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
       const float weight =
           softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, rescale);
-      store_weight<D, kHeads, KC, VC>(stage, weight, inverse_scale_factor_d512, weights);
+      store_weight<D, kHeads, KC, VC>(weight, scales, weights);
     }
     __syncthreads();
     values.accumulate(stage, weights, rescale);

@@ -163,16 +163,20 @@ class MmaValues {
                              const float* rescale) {
     constexpr int T = kShape.tile;
     // C fragment: c[b][0, 1] are heads 2·pair, 2·pair + 1 of run element 2b; c[b][2, 3] of
-    // element 2b + 1. Heads past kHeads hold zeros (their weights are zero).
+    // element 2b + 1. Heads past kHeads hold zeros (their weights are zero) and keep them.
     const int head = 2 * pair_;
-    const float factor0 = head < kHeads ? rescale[head] : 0.0f;
-    const float factor1 = head + 1 < kHeads ? rescale[head + 1] : 0.0f;
+    const float factor0 = head < kHeads ? rescale[head] : 1.0f;
+    const float factor1 = head + 1 < kHeads ? rescale[head + 1] : 1.0f;
+    // Most tiles leave every head's max where it was (factor 1, an exact no-op): skip the
+    // multiplies unless some lane of the warp needs them.
+    if (__any_sync(0xffffffffu, factor0 != 1.0f || factor1 != 1.0f)) {
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b) {
-      c_[b][0] *= factor0;
-      c_[b][1] *= factor1;
-      c_[b][2] *= factor0;
-      c_[b][3] *= factor1;
+      for (int b = 0; b < kBlocks; ++b) {
+        c_[b][0] *= factor0;
+        c_[b][1] *= factor1;
+        c_[b][2] *= factor0;
+        c_[b][3] *= factor1;
+      }
     }
     const auto* halves =
         reinterpret_cast<const unsigned short*>(weights + weight_set_ * kShape.pairs);
