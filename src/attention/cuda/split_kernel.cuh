@@ -5,7 +5,8 @@
 // Each of the 4 warps owns a quarter of the head dimension, each thread D/128 consecutive
 // elements: the thread holds its slice of every head's O in registers, so a V row is decoded
 // once for the whole group. Per tile of T positions: partial scores per warp quarter
-// (scores.cuh) -> their sum, one exp per score and a rescale per head -> O update.
+// (scores.cuh) -> their sum, one exp per score and a rescale per head -> O update (values.cuh:
+// CUDA cores, or tensor cores for one-byte TQ V).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -109,7 +110,7 @@ __device__ __forceinline__ void copy_norms(const float* norms, std::uint64_t nor
                logical < split.end);
 }
 
-// Issues the copies of one tile into a stage and commits them as one group.
+// Issues the copies of one tile into a stage (the caller commits them as one group).
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin,
                                           unsigned char* stage) {

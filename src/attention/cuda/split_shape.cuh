@@ -19,9 +19,8 @@ inline constexpr int kSharedBytesPerSm = 228 * 1024;
 inline constexpr int kSharedBytesReservedPerBlock = 1024;
 // Resident blocks per SM the tile is sized for. With two (8 warps) the schedulers of the
 // D 256 tq8-V kernel found no eligible warp 57% of the time (Nsight Compute, H200) and DRAM
-// ran at 63%; with three, one block's lookups and softmax overlap the others' copies. Three
-// also fit with the full per-bank V table wherever any table fits three, so no instance
-// pays the mirrored half's extra instructions per lookup for warps.
+// ran at 63%; with three, one block's lookups and softmax overlap the others' copies. The
+// lane V table then drops to 16 copies where that fits one block more (v_copies).
 inline constexpr int kTargetBlocksPerSm = 3;
 // Heads per block from which P·V runs on tensor cores (values.cuh): below, CUDA-core FMAs
 // (one per element, head and position) cost less than the fragment packing.
