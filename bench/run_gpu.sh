@@ -7,6 +7,8 @@
 #   peer       bench/peers/sdpa_peer.py (PyTorch SDPA on the same shapes)    -> JSON
 #   report     bench/report_attention.py                                     -> markdown + PNG
 #   hc         build/release/bench/hc_bench and bench/peers/hc_torch.py, when present
+#   cli        the CLI on the GPU: turbodecode --device cuda (the main job) and
+#              turbodecode hc --device cuda, when the build has the CLI
 #   memcheck   compute-sanitizer memcheck on every *_gpu_test binary
 #   racecheck  compute-sanitizer racecheck on the *Sanitizer* tests of each binary
 #   synccheck  compute-sanitizer synccheck on the same subset
@@ -133,6 +135,10 @@ fi
 if [[ -f bench/peers/hc_torch.py ]]; then
   mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" bench/peers/hc_torch.py)
   run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py $QUICK_FLAG "${hc_args[@]}"
+fi
+if [[ -x "$BUILD/turbodecode" ]]; then
+  run_step "turbodecode --device cuda" SKIP_CLI 120 "$BUILD/turbodecode" --device cuda
+  run_step "turbodecode hc --device cuda" SKIP_CLI 60 "$BUILD/turbodecode" hc --device cuda
 fi
 
 if [[ "${SKIP_SANITIZER:-0}" == 1 ]]; then

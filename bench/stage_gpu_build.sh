@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies what the GPU session needs from a build folder into a small one that the device tool
 # can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
-# (tests/*_gpu_test) and GPU benchmarks (bench/*_bench but cpu_*) with their symbols stripped,
+# (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*) and the CLI (turbodecode) with
+# their symbols stripped,
 # CMakeCache.txt and ctest's files, with the gtest cases already discovered here. run_gpu.sh
 # uses build/gpu when build/release did not travel.
 #   bench/stage_gpu_build.sh [BUILD (build/release)] [STAGE (build/gpu)]
@@ -20,7 +21,8 @@ cp "$BUILD/CMakeCache.txt" "$STAGE/"
 # Executables first, ctest files after: discovery reruns when a *_tests.cmake file is older
 # than its executable.
 (cd "$BUILD" && find tests -maxdepth 1 -type f -name '*_gpu_test' &&
-  find bench -maxdepth 1 -type f -name '*_bench' -not -name 'cpu_*') | while read -r exe; do
+  find bench -maxdepth 1 -type f -name '*_bench' -not -name 'cpu_*' &&
+  find . -maxdepth 1 -type f -name turbodecode) | while read -r exe; do
   mkdir -p "$STAGE/$(dirname "$exe")"
   strip -o "$STAGE/$exe" "$BUILD/$exe"
 done
