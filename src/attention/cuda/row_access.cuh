@@ -1,5 +1,5 @@
 // Reading staged cache rows: turning the few elements of a staged row that one thread owns into
-// f32 values (the rows arrive through common/cp_async.cuh).
+// f32 values (split_kernel.cuh stages the rows).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "attention/cuda/decode_params.cuh"
-#include "common/cp_async.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {

@@ -24,6 +24,7 @@
 #include "attention/cuda/split_shape.cuh"
 #include "attention/cuda/values.cuh"
 #include "attention/state.h"
+#include "common/cp_async.cuh"
 #include "common/cuda_check.cuh"
 #include "common/shared_memory_opt_in.cuh"
 #include "tq/codec_math.h"
