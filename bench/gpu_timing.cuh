@@ -75,22 +75,22 @@ inline void fill_uniform(void* out, DType dtype, std::int64_t n, unsigned long l
 // Each thread keeps kLoadsInFlight independent 16-byte loads outstanding; the xor of all data
 // goes to one word per block so nothing is optimised away.
 inline constexpr int kLoadsInFlight = 4;
+inline constexpr int kReadStreamThreads = 512;  // threads per block of the bandwidth kernels
 
 __global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsigned* sink) {
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned acc = 0;
-  std::int64_t i = first;
-  for (; i + (kLoadsInFlight - 1) * threads < vectors; i += kLoadsInFlight * threads) {
+  // The last round's loads are predicated rather than issued one after another, so that a
+  // buffer of a few passes (the hc_bench row for the Q8_0 weights) has all its loads in flight.
+  for (std::int64_t i = first; i < vectors; i += kLoadsInFlight * threads) {
     uint4 v[kLoadsInFlight];
 #pragma unroll
-    for (int k = 0; k < kLoadsInFlight; ++k) v[k] = __ldcs(data + i + k * threads);
+    for (int k = 0; k < kLoadsInFlight; ++k) {
+      v[k] = i + k * threads < vectors ? __ldcs(data + i + k * threads) : uint4{};
+    }
 #pragma unroll
     for (int k = 0; k < kLoadsInFlight; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
-  }
-  for (; i < vectors; i += threads) {
-    const uint4 v = __ldcs(data + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   acc = __reduce_xor_sync(0xffffffffu, acc);
   if (threadIdx.x % 32 == 0) atomicXor(sink + blockIdx.x, acc);
@@ -164,7 +164,6 @@ inline Bandwidth measure_bandwidth(std::int64_t bytes, int reps, int sm_count,
   uint4* dst = nullptr;
   unsigned* sink = nullptr;
   const int blocks = sm_count * 4;
-  constexpr int kThreads = 512;
   TD_CUDA_CHECK(cudaMalloc(&src, static_cast<std::size_t>(bytes)));
   TD_CUDA_CHECK(cudaMalloc(&dst, static_cast<std::size_t>(bytes)));
   TD_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned) * static_cast<std::size_t>(blocks)));
@@ -173,11 +172,11 @@ inline Bandwidth measure_bandwidth(std::int64_t bytes, int reps, int sm_count,
   try {
     fill_uniform(src, DType::f32, bytes / 4, 1, stream);
     const double read_us = median_event_us(stream, 2, reps, [&](int) {
-      read_stream_kernel<<<blocks, kThreads, 0, stream>>>(src, vectors, sink);
+      read_stream_kernel<<<blocks, kReadStreamThreads, 0, stream>>>(src, vectors, sink);
       TD_CUDA_CHECK_LAUNCH("read_stream_kernel");
     });
     const double copy_us = median_event_us(stream, 2, reps, [&](int) {
-      copy_kernel<<<blocks, kThreads, 0, stream>>>(src, dst, vectors);
+      copy_kernel<<<blocks, kReadStreamThreads, 0, stream>>>(src, dst, vectors);
       TD_CUDA_CHECK_LAUNCH("copy_kernel");
     });
     b.read_stream_gbps = static_cast<double>(bytes) / (read_us * 1e3);
