@@ -285,7 +285,12 @@ inline PreOutputs run_pre_on_gpu(const HcProblem& p) {
 }
 
 // HC-pre in one launch: equal bitwise to norm-mix + split/collapse/norm, repeatable back to
-// back, and within tolerance of the oracle chain.
+// back, and each stage within tolerance of the oracle applied to that stage's f32 input, the
+// launch's own previous output (as the standalone ops are checked). The whole chain from x in
+// double precision is not a fair reference: the sigmoid of split amplifies the f32 rounding of
+// the mix, by up to |m·s0| for large negative logits, and for some random problems that alone
+// puts the collapsed row past 1e-5 on both backends alike (seed 10414523504743907308, n_hc 4,
+// E 4104, T 129: 1.05e-5 on the CPU and on the GPU).
 inline PreOutputs check_pre(const HcProblem& p, Device device) {
   HcDeviceInputs in(p, device);
   const HcPrePlan plan = plan_hc_pre(p.params, p.rows, device);
@@ -313,12 +318,13 @@ inline PreOutputs check_pre(const HcProblem& p, Device device) {
   for (std::int64_t t = 0; t < p.rows; ++t) {
     const auto mix_want = oracle::hc_norm_mix(p.x_row(t), weight, m, p.params.norm_eps);
     const auto split_want =
-        oracle::hc_split(mix_want, widen(p.scale.data(), 3), widen(p.base.data(), m), n,
-                         p.params.sinkhorn_iters, p.params.eps);
+        oracle::hc_split(widen_row(fused.mix, t, m), widen(p.scale.data(), 3),
+                         widen(p.base.data(), m), n, p.params.sinkhorn_iters, p.params.eps);
+    const auto split_got = widen_row(fused.split, t, m);
     const auto u =
-        oracle::hc_collapse(p.x_row(t), {split_want.data(), static_cast<std::size_t>(n)}, n, e);
-    const auto normed_want =
-        oracle::hc_rms_norm(u, widen(p.norm_weight.data(), e), p.params.norm_eps);
+        oracle::hc_collapse(p.x_row(t), {split_got.data(), static_cast<std::size_t>(n)}, n, e);
+    const auto normed_want = oracle::hc_rms_norm(widen_row(fused.collapsed, t, e),
+                                                 widen(p.norm_weight.data(), e), p.params.norm_eps);
     EXPECT_LE(relative_l2(float_row(fused.mix, t, m), mix_want), kHcTolerance);
     EXPECT_LE(relative_l2(float_row(fused.split, t, m), split_want), kHcTolerance);
     EXPECT_LE(relative_l2(float_row(fused.collapsed, t, e), u), kHcTolerance);
