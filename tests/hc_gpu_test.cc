@@ -121,13 +121,16 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
 // aligned (E = 4100: scalar loads), widths below one half chunk, M > 32 (several rounds of
 // outputs, with and without bands); at small T also groups of 3 and 4 rows, E = 5120 and
 // 5128 (80 and 81 chunks: three per lane of the combine for some lanes) and a single chunk
-// (E = 64).
+// (E = 64). Up to 16 rows, n_hc = 4 and E ≤ 5120 run on clusters (hc_pre_cluster.cu): there
+// also a last chunk of one span (E = 4104), a partial half chunk (E = 40) and more clusters
+// than are resident at once (T = 16).
 TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   constexpr HcShape kEdges[] = {{4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true},
                                 {4, 4100, 9, false}, {3, 40, 70, true},    {8, 128, 33, false},
                                 {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true},
                                 {4, 4096, 3, true},  {4, 4096, 4, false},  {4, 5120, 2, true},
-                                {4, 5128, 1, false}, {4, 64, 1, false}};
+                                {4, 5128, 1, false}, {4, 64, 1, false},    {4, 4104, 1, false},
+                                {4, 40, 2, false},   {4, 4096, 16, true}};
   testing::for_each_hc_shape(kEdges, [](const HcProblem& p) {
     const auto gpu = testing::check_pre(p, Device::cuda);
     const auto cpu = testing::check_pre(p, Device::cpu);
@@ -138,14 +141,21 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   });
 }
 
-// A row's HC-pre outputs are bitwise the same alone (half-chunk blocks) and inside batches run
-// with whole-chunk blocks, groups of 4 or 8 rows and bands of groups.
+// A row's HC-pre outputs are bitwise the same alone (on a cluster) and inside batches run by the
+// grid kernel with whole-chunk blocks, groups of 4 or 8 rows and bands of groups; at E = 5120
+// some lanes of the combine add three chunks, whose order matters.
 TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
-  for (const auto& [rows, strided] :
-       {std::pair<std::int64_t, bool>{40, false}, {70, true}, {512, true}}) {
+  for (const auto& [rows, strided, embd] :
+       {std::tuple<std::int64_t, bool, std::int64_t>{40, false, 4096},
+        {70, true, 4096},
+        {512, true, 4096},
+        {40, false, 5120}}) {
     const std::uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
-    const HcProblem batch = make_hc_problem(HcParams{}, rows, seed, strided);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows) + ", E " +
+                 std::to_string(embd));
+    HcParams params;
+    params.embd = embd;
+    const HcProblem batch = make_hc_problem(params, rows, seed, strided);
     const auto all = testing::run_pre_on_gpu(batch);
     const std::int64_t e = batch.params.embd;
     const int m = batch.mix_width();
@@ -163,37 +173,40 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   }
 }
 
-// x and W that are not 16-byte aligned take the scalar loads; the values, and so the results,
-// are those of the 16-byte loads.
+// x and W that are not 16-byte aligned take the grid kernel's scalar loads; the values, and so
+// the results, are those of the 16-byte loads: of the grid kernel at T = 33, of the cluster
+// kernel at T = 5.
 TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  const HcProblem p = make_hc_problem(HcParams{}, 33, seed, true);
-  testing::HcDeviceInputs in(p, Device::cuda);
-  const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-  Buffer workspace = testing::zeroed_workspace(plan);
-  const int m = p.mix_width();
-  const auto norm_mix = [&](const TensorView& x, const TensorView& weight) {
-    Buffer mix = testing::poisoned(Device::cuda, p.rows * m);
-    hc_norm_mix(plan, x, weight, mix.view(DType::f32, {p.rows, m}),
-                workspace.view(DType::u8, {workspace.bytes()}));
-    return testing::to_host<float>(mix);
-  };
-  std::vector<float> x_shifted(p.x.size() + 1, 0.0f);
-  std::copy(p.x.begin(), p.x.end(), x_shifted.begin() + 1);
-  std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
-  std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
-  Buffer x_d = testing::to_device(Device::cuda, x_shifted);
-  Buffer w_d = testing::to_device(Device::cuda, w_shifted);
-  const TensorView x_view =
-      testing::strided_view(x_d, DType::f32, {p.rows, p.params.n_hc, p.params.embd},
-                            {p.x_row_stride, p.x_stream_stride, 1}, 1);
-  const TensorView w_view =
-      testing::strided_view(w_d, DType::f16, {m, p.width()}, {p.width(), 1}, 1);
-  const auto vector = norm_mix(in.x_view(), in.mix_weight_view());
-  EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, in.mix_weight_view()), vector)) << "x";
-  EXPECT_TRUE(testing::bitwise_equal(norm_mix(in.x_view(), w_view), vector)) << "W";
-  EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, w_view), vector)) << "both";
+  for (std::int64_t rows : {5, 33}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
+    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, true);
+    testing::HcDeviceInputs in(p, Device::cuda);
+    const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+    Buffer workspace = testing::zeroed_workspace(plan);
+    const int m = p.mix_width();
+    const auto norm_mix = [&](const TensorView& x, const TensorView& weight) {
+      Buffer mix = testing::poisoned(Device::cuda, p.rows * m);
+      hc_norm_mix(plan, x, weight, mix.view(DType::f32, {p.rows, m}),
+                  workspace.view(DType::u8, {workspace.bytes()}));
+      return testing::to_host<float>(mix);
+    };
+    std::vector<float> x_shifted(p.x.size() + 1, 0.0f);
+    std::copy(p.x.begin(), p.x.end(), x_shifted.begin() + 1);
+    std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
+    std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
+    Buffer x_d = testing::to_device(Device::cuda, x_shifted);
+    Buffer w_d = testing::to_device(Device::cuda, w_shifted);
+    const TensorView x_view =
+        testing::strided_view(x_d, DType::f32, {p.rows, p.params.n_hc, p.params.embd},
+                              {p.x_row_stride, p.x_stream_stride, 1}, 1);
+    const TensorView w_view =
+        testing::strided_view(w_d, DType::f16, {m, p.width()}, {p.width(), 1}, 1);
+    const auto vector = norm_mix(in.x_view(), in.mix_weight_view());
+    EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, in.mix_weight_view()), vector)) << "x";
+    EXPECT_TRUE(testing::bitwise_equal(norm_mix(in.x_view(), w_view), vector)) << "W";
+    EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, w_view), vector)) << "both";
+  }
 }
 
 // One workspace serves runs of different T (different group sizes and counters) in turn.

@@ -60,6 +60,11 @@ TD_HOST_DEVICE float hc_sigmoid(float z) {
   return z >= 0.0f ? s : hc_mul(e, s);
 }
 
+// Stream weight pre_h of a split (SPEC §3.1) from its logit z = m·s0 + β: σ(z) + ε.
+TD_HOST_DEVICE float hc_pre_weight(float logit, float eps) {
+  return hc_sigmoid(logit) + eps;
+}
+
 // One step of the weighted sums of collapse and expand: acc + w·x with a single rounding.
 TD_HOST_DEVICE float hc_accumulate(float acc, float w, float x) {
   return fmaf(w, x, acc);
@@ -151,7 +156,7 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
     hc_normalise_columns<kFixedN>(c, count, eps);
   }
   for (int h = 0; h < count; ++h) {
-    out[h] = hc_sigmoid(z[h]) + eps;
+    out[h] = hc_pre_weight(z[h], eps);
     out[count + h] = 2.0f * hc_sigmoid(z[count + h]);
   }
   for (int i = 0; i < count * count; ++i) out[comb + i] = c[i];

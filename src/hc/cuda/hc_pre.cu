@@ -1,14 +1,10 @@
-// norm-mix and HC-pre in one launch (docs/hc.md, "HC-pre in one launch").
-//
-// A row of n·E values is cut into chunks of 256 columns, a chunk into two halves of 128, a half
-// into four spans of 32. Rows are taken in groups of up to 8. A warp computes one span of one
-// group on the tensor cores (mma.sync m16n8k8, TF32): A is 16 mix outputs × 8 columns of W
-// (F16, exact in TF32), B is 8 columns × the group's 8 rows of x, split into three TF32 parts
-// (hi + mid + lo = x exactly) so that the products are exact and only the f32 sums round. A block
-// covers one half or one whole chunk for one or more groups, sums its spans in span order and
-// stores per row the M partial dot products and the partial sum of squares in the workspace. The
-// last block of a group to arrive (a counter it resets to zero) adds the chunks up in a fixed order
-// and finishes the group's rows: mix, then for HC-pre split, collapse and RMSNorm with the same
+// norm-mix and HC-pre in one launch on a grid of blocks (docs/hc.md, "HC-pre in one launch"):
+// the kernel for larger T and for the shapes the cluster kernel (hc_pre_cluster.cu, small T)
+// does not take. The span arithmetic is pre_spans.cuh's. A block covers one half or one whole
+// chunk for one or more groups of up to 8 rows, sums its spans in span order and stores per row
+// the M partial dot products and the partial sum of squares in the workspace. The last block of
+// a group to arrive (a counter it resets to zero) adds the chunks up in a fixed order and
+// finishes the group's rows: mix, then for HC-pre split, collapse and RMSNorm with the same
 // block routines as the standalone kernels.
 //
 // Batch invariance: a row's value at every step depends only on the row and the row width.
@@ -22,25 +18,17 @@
 #include <cstdint>
 
 #include "common/cuda_check.cuh"
-#include "common/mma_tf32.cuh"
 #include "hc/cuda/hc_cuda.h"
+#include "hc/cuda/hc_pre_cluster.h"
 #include "hc/cuda/hc_rows.cuh"
+#include "hc/cuda/pre_spans.cuh"
 #include "hc/pre_workspace.h"
 
 namespace turbodecode::cuda {
 namespace {
 
-using hc::kPreChunkWidth;
 using hc::kPreMaxGroupRows;
-constexpr int kHalfWidth = kPreChunkWidth / 2;
-constexpr int kSpanWidth = 32;
-constexpr int kSpansPerHalf = kHalfWidth / kSpanWidth;
-constexpr int kLaneColumns = 8;   // a lane's consecutive columns of its span: one 16-byte W load
-constexpr int kTileOutputs = 16;  // MMA m
-constexpr int kRoundTiles = 2;    // a warp computes 32 mix outputs at a time
-constexpr int kRoundOutputs = kRoundTiles * kTileOutputs;
 static_assert(kRowWarps == 2 * kSpansPerHalf, "a block's warps: two halves of four spans");
-static_assert(kSpanWidth == 4 * kLaneColumns, "lanes 4g .. 4g + 3 cover a span");
 static_assert(kRoundOutputs * kPreMaxGroupRows == kRowThreads, "one reduced entry per thread");
 // The combine gives a warp this many entries of a row (M = 24: two items per row).
 constexpr int kCombineEntries = 13;
@@ -105,13 +93,6 @@ __device__ __forceinline__ SpanTask span_task(const PreLaunch& p) {
   return task;
 }
 
-struct LaneInputs {
-  float v[kLaneColumns];
-};
-struct LaneWeights {
-  float v[kRoundTiles][2][kLaneColumns];  // [tile][output g, g + 8][column]
-};
-
 // Row g of the group at the lane's columns; zero past the row width or the group.
 __device__ __forceinline__ void load_inputs(const PreLaunch& p, const SpanTask& task,
                                             RowGroup group, LaneInputs& x) {
@@ -124,13 +105,7 @@ __device__ __forceinline__ void load_inputs(const PreLaunch& p, const SpanTask& 
   int h = static_cast<int>(task.column / a.embd);
   std::int64_t d = task.column - h * a.embd;
   if (p.vector_x) {  // E % 8 == 0: the 8 columns lie in one stream, 16-byte aligned
-    const float4* src = reinterpret_cast<const float4*>(a.x.at(t, h) + d);
-    const float4 first = __ldg(src);
-    const float4 second = __ldg(src + 1);
-    const float v[kLaneColumns] = {first.x,  first.y,  first.z,  first.w,
-                                   second.x, second.y, second.z, second.w};
-#pragma unroll
-    for (int j = 0; j < kLaneColumns; ++j) x.v[j] = v[j];
+    x = load_lane_inputs(a.x.at(t, h) + d);
     return;
   }
 #pragma unroll
@@ -153,13 +128,7 @@ __device__ __forceinline__ void load_weight_row(const PreLaunch& p, int k, int m
   if (k >= m || column >= width) return;
   const std::uint16_t* row = a.weight + k * a.weight_stride + column;
   if (p.vector_w) {  // width % 8 == 0: all 8 columns inside the row, 16-byte aligned
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row));
-    const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      w[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] & 0xffffu)));
-      w[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
-    }
+    widen_lane_weights(__ldg(reinterpret_cast<const uint4*>(row)), w);
     return;
   }
 #pragma unroll
@@ -181,42 +150,6 @@ __device__ __forceinline__ void load_weights(const PreLaunch& p, const SpanTask&
   }
 }
 
-// x split into three TF32 parts (split_tf32_exact), lane by lane.
-struct SplitInputs {
-  unsigned hi[kLaneColumns];
-  unsigned mid[kLaneColumns];
-  unsigned lo[kLaneColumns];
-};
-
-// The span's dot products for 32 outputs × 8 rows. K-step j pairs k-index t with column
-// 8t + 2j and k-index t + 4 with column 8t + 2j + 1 (lane t's columns, the same map for A and
-// B), so the four steps cover the span's 32 columns. The hi, mid and lo parts of x accumulate
-// in separate chains, added at the end as hi + (mid + lo).
-__device__ __forceinline__ void span_products(const LaneWeights& w, const SplitInputs& x,
-                                              bool second_tile, float (&d)[kRoundTiles][4]) {
-  float hi[kRoundTiles][4] = {};
-  float mid[kRoundTiles][4] = {};
-  float lo[kRoundTiles][4] = {};
-#pragma unroll
-  for (int j = 0; j < kLaneColumns / 2; ++j) {
-#pragma unroll
-    for (int q = 0; q < kRoundTiles; ++q) {
-      if (q > 0 && !second_tile) continue;
-      const unsigned a[4] = {__float_as_uint(w.v[q][0][2 * j]), __float_as_uint(w.v[q][1][2 * j]),
-                             __float_as_uint(w.v[q][0][2 * j + 1]),
-                             __float_as_uint(w.v[q][1][2 * j + 1])};
-      mma_tf32(hi[q], a, x.hi[2 * j], x.hi[2 * j + 1]);
-      mma_tf32(mid[q], a, x.mid[2 * j], x.mid[2 * j + 1]);
-      mma_tf32(lo[q], a, x.lo[2 * j], x.lo[2 * j + 1]);
-    }
-  }
-#pragma unroll
-  for (int q = 0; q < kRoundTiles; ++q) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) d[q][i] = hi[q][i] + (mid[q][i] + lo[q][i]);
-  }
-}
-
 // Per-span results of one round, [half][span][output][row], and the span sums of squares.
 struct alignas(16) MixScratch {
   float outputs[2][kSpansPerHalf][kRoundOutputs][kPreMaxGroupRows];
@@ -234,25 +167,16 @@ __device__ __forceinline__ void store_span_outputs(const float (&d)[kRoundTiles]
   }
 }
 
-// Σ x² of row g over the span: each lane its 8 columns in order, then a butterfly over t.
+// Σ x² of row g over the span.
 __device__ __forceinline__ void store_span_squares(const LaneInputs& x, const SpanTask& task,
                                                    MixScratch& s) {
-  float squares = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kLaneColumns; ++j) squares = fmaf(x.v[j], x.v[j], squares);
-  squares += __shfl_xor_sync(0xffffffffu, squares, 1);
-  squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+  const float squares = span_squares(x);
   if (task.t == 0) s.squares[task.half][task.span][task.g] = squares;
 }
 
 __device__ __forceinline__ float* partial_slot(const PreLaunch& p, std::int64_t t,
                                                std::int64_t chunk, int slot, int m) {
   return p.partials + ((t * p.chunks + chunk) * 2 + slot) * (m + 1);
-}
-
-// A half's value: its four spans in span order (v[s · span_stride]).
-__device__ __forceinline__ float half_total(const float* v, int span_stride) {
-  return ((v[0] + v[span_stride]) + v[2 * span_stride]) + v[3 * span_stride];
 }
 
 // Entry `entry` of row t: a whole chunk (first half + second half) or this block's half.
@@ -289,11 +213,7 @@ __device__ void mix_group(const PreLaunch& p, const SpanTask& task, RowGroup gro
                           const LaneInputs& x, bool first_group, LaneWeights& w, MixScratch& s) {
   const int m = kFixedN > 0 ? hc_mix_width(kFixedN) : p.norm_mix.mix_width;
   const int rounds = (m + kRoundOutputs - 1) / kRoundOutputs;
-  SplitInputs parts;
-#pragma unroll
-  for (int j = 0; j < kLaneColumns; ++j) {
-    split_tf32_exact(x.v[j], parts.hi[j], parts.mid[j], parts.lo[j]);
-  }
+  const SplitInputs parts = split_inputs(x);
   if (task.active) store_span_squares(x, task, s);
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) __syncthreads();  // the previous round's results are read
@@ -400,8 +320,7 @@ __device__ void write_mix_rows(const hc::NormMixArgs& a, RowGroup group, int m,
   for (int e = threadIdx.x; e < group.rows * m; e += kRowThreads) {
     const int r = e / m;
     const int k = e % m;
-    const float rho = hc_rms_scale(totals[r][m], a.n_hc * a.embd, a.eps);
-    const float v = rho * totals[r][k];
+    const float v = mix_output(a, totals[r][k], totals[r][m]);
     mix_rows[r][k] = v;
     a.mix.row(group.t0 + r)[k] = v;
   }
@@ -518,11 +437,13 @@ void launch_pre(const PreLaunch& p, Stream stream) {
 
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream) {
+  if (hc_norm_mix_on_cluster(args, stream)) return;
   launch_pre<false>(make_launch(plan, args, workspace), stream);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
+  if (hc_pre_on_cluster(args, stream)) return;
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
   launch_pre<true>(p, stream);

@@ -91,20 +91,45 @@ __device__ __forceinline__ void store_quad(float* row, std::int64_t d, std::int6
   }
 }
 
+// Quads d .. d + 3 of row t of every stream, n = kN.
+template <int kN>
+__device__ __forceinline__ void load_stream_quads(const hc::CollapseArgs& args, std::int64_t t,
+                                                  std::int64_t d, Quad (&x)[kN]) {
+#pragma unroll
+  for (int h = 0; h < kN; ++h) x[h] = load_quad<true>(args.x.at(t, h), d, args.embd);
+}
+
+// acc + pre[h]·x for the elements of one stream's quad (a step of collapse_element).
+__device__ __forceinline__ void accumulate_stream_quad(Quad& acc, float pre, const Quad& x) {
+#pragma unroll
+  for (int c = 0; c < kQuad; ++c) acc.v[c] = hc_accumulate(acc.v[c], pre, x.v[c]);
+}
+
+// Collapsed elements from the quads of n = kN streams, h ascending.
+template <int kN>
+__device__ __forceinline__ Quad collapse_stream_quads(const float* pre, const Quad (&x)[kN]) {
+  Quad acc = {};
+#pragma unroll
+  for (int h = 0; h < kN; ++h) accumulate_stream_quad(acc, pre[h], x[h]);
+  return acc;
+}
+
 // Elements d .. d + 3 of collapsed row t (each as collapse_element: h ascending); kFixedN > 0
-// unrolls the streams, so that all their loads are in flight together.
+// loads all streams' quads first, so that their loads are in flight together.
 template <int kFixedN>
 __device__ __forceinline__ Quad collapse_quad(const hc::CollapseArgs& args, const float* pre,
                                               std::int64_t t, std::int64_t d) {
-  const int n = kFixedN > 0 ? kFixedN : args.n_hc;
-  Quad acc = {};
-#pragma unroll
-  for (int h = 0; h < n; ++h) {
-    const Quad x = load_quad<true>(args.x.at(t, h), d, args.embd);
-#pragma unroll
-    for (int c = 0; c < kQuad; ++c) acc.v[c] = hc_accumulate(acc.v[c], pre[h], x.v[c]);
+  if constexpr (kFixedN > 0) {
+    Quad x[kFixedN];
+    load_stream_quads(args, t, d, x);
+    return collapse_stream_quads(pre, x);
+  } else {
+    Quad acc = {};
+    for (int h = 0; h < args.n_hc; ++h) {
+      accumulate_stream_quad(acc, pre[h], load_quad<true>(args.x.at(t, h), d, args.embd));
+    }
+    return acc;
   }
-  return acc;
 }
 
 // The thread's sum of squares of quad q, added to `squares` element by element.
@@ -226,6 +251,51 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
   const int m = hc_mix_width(args.n_hc);
   for (int e = threadIdx.x; e < rows * m; e += kRowThreads) {
     args.split.row(t0 + e / m)[e % m] = split_rows[(e / m) * kSplitStride + e % m];
+  }
+}
+
+// split of one n = 4 row by the four lanes of each aligned lane quad of a warp (every lane of the
+// warp calls it; each quad computes the row, lane r of a quad owning comb row r), into
+// out[0 .. M): the float operations of hc_split_row<4>, with a column's sum (c0 + c1) + (c2 + c3)
+// formed by a butterfly over the quad (addition commutes, so each lane gets the same bits). A
+// Sinkhorn round is then a few instructions per lane instead of the whole matrix on one thread:
+// hc_split_row<4> on one thread took 2.6 µs in the cluster HC-pre (H200, T = 1). The lanes of
+// quad 0 write out (pre, post and their comb row).
+__device__ __forceinline__ void split_row4_lanes(const float* mix, const float* scale,
+                                                 const float* base, int iters, float eps,
+                                                 float* out) {
+  constexpr int kN = 4;
+  constexpr int kComb = 2 * kN;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int r = lane % kN;
+  float c[kN];
+  for (int k = 0; k < kN; ++k)
+    c[k] = fmaf(mix[kComb + kN * r + k], scale[2], base[kComb + kN * r + k]);
+  const float pre = hc_pre_weight(fmaf(mix[r], scale[0], base[r]), eps);
+  const float post = 2.0f * hc_sigmoid(fmaf(mix[kN + r], scale[1], base[kN + r]));
+  // Row softmax, + ε.
+  float row_max = -INFINITY;
+  for (int k = 0; k < kN; ++k) row_max = fmaxf(row_max, c[k]);
+  for (int k = 0; k < kN; ++k) c[k] = expf(c[k] - row_max);
+  float inv = hc_reciprocal(hc_line_sum<kN>(c, kN, 1));
+  for (int k = 0; k < kN; ++k) c[k] = fmaf(c[k], inv, eps);
+  const auto normalise_columns = [&] {
+    for (int k = 0; k < kN; ++k) {
+      float sum = c[k] + __shfl_xor_sync(0xffffffffu, c[k], 1);
+      sum = sum + __shfl_xor_sync(0xffffffffu, sum, 2);
+      c[k] = hc_mul(c[k], hc_reciprocal(sum + eps));
+    }
+  };
+  normalise_columns();
+  for (int it = 1; it < iters; ++it) {
+    inv = hc_reciprocal(hc_line_sum<kN>(c, kN, 1) + eps);
+    for (int k = 0; k < kN; ++k) c[k] = hc_mul(c[k], inv);
+    normalise_columns();
+  }
+  if (lane < kN) {
+    out[r] = pre;
+    out[kN + r] = post;
+    for (int k = 0; k < kN; ++k) out[kComb + kN * r + k] = c[k];
   }
 }
 

@@ -1,0 +1,129 @@
+// The span arithmetic of norm-mix and HC-pre, shared by the grid kernel (hc_pre.cu) and the
+// cluster kernel (hc_pre_cluster.cu), so that both compute every mix output with the same
+// instructions in the same order: a row's results do not depend on which kernel ran it.
+//
+// A row of n·E values is cut into chunks of 256 columns, a chunk into two halves of 128, a half
+// into four spans of 32. A warp computes one span for a group of up to 8 rows on the tensor
+// cores (mma.sync m16n8k8, TF32): A is 16 mix outputs × 8 columns of W (F16, exact in TF32), B
+// is 8 columns × the group's rows of x, split into three TF32 parts (hi + mid + lo = x exactly),
+// so that the products are exact and only the f32 sums round. Lane 4g + t holds row g of the
+// group and outputs g, g + 8 of each 16-output tile, at the 8 consecutive columns 8t .. 8t + 7
+// of the span. A chunk's value is ((s0 + s1) + s2) + s3 of its first half plus the same of its
+// second; both kernels' combines then give lane l of a warp chunks l, l + 32, … to add in order,
+// from 0, and add the lanes with warp_sum.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/mma_tf32.cuh"
+#include "hc/hc_args.h"
+#include "hc/hc_math.h"
+#include "hc/pre_workspace.h"
+#include "q8/cuda/q8_warp_dot.cuh"
+
+namespace turbodecode::cuda {
+
+inline constexpr int kHalfWidth = hc::kPreChunkWidth / 2;
+inline constexpr int kSpanWidth = 32;
+inline constexpr int kSpansPerHalf = kHalfWidth / kSpanWidth;
+inline constexpr int kLaneColumns = 8;   // a lane's consecutive columns: one 16-byte W load
+inline constexpr int kTileOutputs = 16;  // MMA m
+inline constexpr int kRoundTiles = 2;    // a warp computes 32 mix outputs at a time
+inline constexpr int kRoundOutputs = kRoundTiles * kTileOutputs;
+static_assert(kSpanWidth == 4 * kLaneColumns, "lanes 4g .. 4g + 3 cover a span");
+
+struct LaneInputs {
+  float v[kLaneColumns];
+};
+struct LaneWeights {
+  float v[kRoundTiles][2][kLaneColumns];  // [tile][output g, g + 8][column]
+};
+
+// x split into three TF32 parts (split_tf32_exact), lane by lane.
+struct SplitInputs {
+  unsigned hi[kLaneColumns];
+  unsigned mid[kLaneColumns];
+  unsigned lo[kLaneColumns];
+};
+
+__device__ __forceinline__ SplitInputs split_inputs(const LaneInputs& x) {
+  SplitInputs parts;
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) {
+    split_tf32_exact(x.v[j], parts.hi[j], parts.mid[j], parts.lo[j]);
+  }
+  return parts;
+}
+
+// 8 consecutive x values from a 16-byte aligned address.
+__device__ __forceinline__ LaneInputs load_lane_inputs(const float* src) {
+  const float4 first = __ldg(reinterpret_cast<const float4*>(src));
+  const float4 second = __ldg(reinterpret_cast<const float4*>(src) + 1);
+  return {{first.x, first.y, first.z, first.w, second.x, second.y, second.z, second.w}};
+}
+
+// 8 consecutive F16 weights (one 16-byte load) widened to f32.
+__device__ __forceinline__ void widen_lane_weights(const uint4& raw, float (&w)[kLaneColumns]) {
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] & 0xffffu)));
+    w[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
+  }
+}
+
+// The span's dot products for 32 outputs × 8 rows. K-step j pairs k-index t with column
+// 8t + 2j and k-index t + 4 with column 8t + 2j + 1 (lane t's columns, the same map for A and
+// B), so the four steps cover the span's 32 columns. The hi, mid and lo parts of x accumulate
+// in separate chains, added at the end as hi + (mid + lo).
+__device__ __forceinline__ void span_products(const LaneWeights& w, const SplitInputs& x,
+                                              bool second_tile, float (&d)[kRoundTiles][4]) {
+  float hi[kRoundTiles][4] = {};
+  float mid[kRoundTiles][4] = {};
+  float lo[kRoundTiles][4] = {};
+#pragma unroll
+  for (int j = 0; j < kLaneColumns / 2; ++j) {
+#pragma unroll
+    for (int q = 0; q < kRoundTiles; ++q) {
+      if (q > 0 && !second_tile) continue;
+      const unsigned a[4] = {__float_as_uint(w.v[q][0][2 * j]), __float_as_uint(w.v[q][1][2 * j]),
+                             __float_as_uint(w.v[q][0][2 * j + 1]),
+                             __float_as_uint(w.v[q][1][2 * j + 1])};
+      mma_tf32(hi[q], a, x.hi[2 * j], x.hi[2 * j + 1]);
+      mma_tf32(mid[q], a, x.mid[2 * j], x.mid[2 * j + 1]);
+      mma_tf32(lo[q], a, x.lo[2 * j], x.lo[2 * j + 1]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kRoundTiles; ++q) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[q][i] = hi[q][i] + (mid[q][i] + lo[q][i]);
+  }
+}
+
+// Σ x² of the lane's row over the span: each lane its 8 columns in order, then a butterfly over
+// the 4 lanes of the row (t); every lane gets its row's value.
+__device__ __forceinline__ float span_squares(const LaneInputs& x) {
+  float squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) squares = fmaf(x.v[j], x.v[j], squares);
+  squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+  squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+  return squares;
+}
+
+// A half's value: its four spans in span order (v[s · span_stride]).
+__device__ __forceinline__ float half_total(const float* v, int span_stride) {
+  return ((v[0] + v[span_stride]) + v[2 * span_stride]) + v[3 * span_stride];
+}
+
+// Mix output k of a row from its combined totals: ρ · total_k, ρ the RMSNorm scale of the whole
+// n·E row (the spec's Σ W·(x·ρ), with ρ applied to the finished sum).
+__device__ __forceinline__ float mix_output(const hc::NormMixArgs& a, float total,
+                                            float total_squares) {
+  return hc_rms_scale(total_squares, a.n_hc * a.embd, a.eps) * total;
+}
+
+}  // namespace turbodecode::cuda
