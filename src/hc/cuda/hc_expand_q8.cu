@@ -31,6 +31,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   // Warps past the last row still take part in the block's input staging.
   const std::uint8_t* row = d < mv.out_rows ? mv.weight + d * mv.row_stride_bytes : nullptr;
   const bool shared = ex.add.data != nullptr;
+  allow_dependent_grids();
   for (std::int64_t y = blockIdx.y; y < tiles; y += gridDim.y) {
     const std::int64_t t0 = first_token + y * kTokens;
     float dots[kTokens];
@@ -57,9 +58,8 @@ void launch_expand_q8(const hc::ExpandQ8Args& args, Stream stream) {
         const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
         const int shared_bytes =
             q8_warp_shared_bytes<&expand_q8_kernel<kFixedN, kTokens>, kWarpsPerBlock, kTokens>();
-        expand_q8_kernel<kFixedN, kTokens>
-            <<<grid, kThreads, shared_bytes, native(stream)>>>(args, first, tiles);
-        TD_CUDA_CHECK_LAUNCH("expand_q8_kernel");
+        launch_dependent(expand_q8_kernel<kFixedN, kTokens>, grid, kThreads, shared_bytes, stream,
+                         args, first, tiles);
       });
 }
 

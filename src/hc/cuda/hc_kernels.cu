@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_rows.cuh"
 
@@ -67,8 +68,12 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// The expand kernels may overlap the kernel before them (launch_dependent): they wait for it
+// before reading anything, and let the kernel after them start early.
 template <int kFixedN>
 __global__ void __launch_bounds__(kElementThreads) expand_kernel(const hc::ExpandArgs args) {
+  allow_dependent_grids();
+  wait_for_prior_grids();
   const std::int64_t d = static_cast<std::int64_t>(blockIdx.x) * kElementThreads + threadIdx.x;
   if (d >= args.embd) return;
   for (std::int64_t t = blockIdx.y; t < args.rows; t += gridDim.y) {
@@ -83,6 +88,8 @@ template <int kFixedN>
 __global__ void __launch_bounds__(kElementThreads) expand4_kernel(const hc::ExpandArgs args) {
   constexpr int kSlots = kFixedN > 0 ? kFixedN : kMaxHcStreams;
   const int n = kFixedN > 0 ? kFixedN : args.n_hc;
+  allow_dependent_grids();
+  wait_for_prior_grids();
   const std::int64_t d =
       4 * (static_cast<std::int64_t>(blockIdx.x) * kElementThreads + threadIdx.x);
   if (d >= args.embd) return;
@@ -177,21 +184,13 @@ void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream) {
 void hc_expand(const hc::ExpandArgs& args, Stream stream) {
   if (expand_vectorisable(args)) {
     const dim3 grid(blocks_for((args.embd + 3) / 4, kElementThreads), grid_rows(args.rows));
-    if (args.n_hc == 4) {
-      expand4_kernel<4><<<grid, kElementThreads, 0, native(stream)>>>(args);
-    } else {
-      expand4_kernel<0><<<grid, kElementThreads, 0, native(stream)>>>(args);
-    }
-    TD_CUDA_CHECK_LAUNCH("expand4_kernel");
+    launch_dependent(args.n_hc == 4 ? expand4_kernel<4> : expand4_kernel<0>, grid, kElementThreads,
+                     0, stream, args);
     return;
   }
   const dim3 grid(blocks_for(args.embd, kElementThreads), grid_rows(args.rows));
-  if (args.n_hc == 4) {
-    expand_kernel<4><<<grid, kElementThreads, 0, native(stream)>>>(args);
-  } else {
-    expand_kernel<0><<<grid, kElementThreads, 0, native(stream)>>>(args);
-  }
-  TD_CUDA_CHECK_LAUNCH("expand_kernel");
+  launch_dependent(args.n_hc == 4 ? expand_kernel<4> : expand_kernel<0>, grid, kElementThreads, 0,
+                   stream, args);
 }
 
 void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream) {

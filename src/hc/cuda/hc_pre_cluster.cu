@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "hc/cuda/hc_pre_cluster.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "hc/cuda/pre_spans.cuh"
@@ -295,6 +296,10 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
   cg::cluster_group cluster = cg::this_cluster();
   const int block = static_cast<int>(cluster.block_rank());
   const std::int64_t row = blockIdx.y;
+  // The launch may overlap the kernel before (nothing is read before that completes), and the
+  // kernel after may start on the SMs the cluster leaves idle.
+  allow_dependent_grids();
+  wait_for_prior_grids();
   ThreadLoads loads;
   issue_loads<kFull>(p, block, row, loads);
   // This block has started (waited for before the first write into another block).
@@ -332,18 +337,21 @@ bool aligned16(const void* ptr) {
   return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
 }
 
+// Clusters of 16 blocks along x, one per row; a dependent launch (dependent_launch.cuh).
 cudaLaunchConfig_t cluster_config(std::int64_t rows, Stream stream,
-                                  cudaLaunchAttribute& attribute) {
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = kClusterBlocks;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+                                  cudaLaunchAttribute (&attributes)[2]) {
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = kClusterBlocks;
+  attributes[0].val.clusterDim.y = 1;
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(kClusterBlocks, static_cast<unsigned>(rows));
   config.blockDim = dim3(kRowThreads);
   config.stream = native(stream);
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = 2;
   return config;
 }
 
@@ -362,8 +370,8 @@ bool clusters_fit() {
     checked |= bit;
     const auto kernel = cluster_pre_kernel<kFull>;
     int clusters = 0;
-    cudaLaunchAttribute attribute;
-    const cudaLaunchConfig_t config = cluster_config(1, Stream{}, attribute);
+    cudaLaunchAttribute attributes[2];
+    const cudaLaunchConfig_t config = cluster_config(1, Stream{}, attributes);
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
             cudaSuccess &&
         cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0) {
@@ -382,8 +390,8 @@ bool try_launch(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
                      a.x.row_stride % 4 == 0 && a.x.stream_stride % 4 == 0 && aligned16(a.weight) &&
                      a.weight_stride % 8 == 0;
   if (!shape || !clusters_fit<kFull>()) return false;
-  cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config = cluster_config(rows, stream, attribute);
+  cudaLaunchAttribute attributes[2];
+  const cudaLaunchConfig_t config = cluster_config(rows, stream, attributes);
   TD_CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_pre_kernel<kFull>, p));
   return true;
 }

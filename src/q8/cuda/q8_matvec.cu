@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   // Warps past the last row still take part in the block's input staging.
   const std::uint8_t* row = r < args.out_rows ? args.weight + r * args.row_stride_bytes : nullptr;
+  allow_dependent_grids();
   for (std::int64_t y = blockIdx.y; y < tiles; y += gridDim.y) {
     const std::int64_t t0 = first_token + y * kTokens;
     float dots[kTokens];
@@ -50,8 +51,8 @@ void q8_matvec(const q8::MatvecArgs& args, Stream stream) {
     const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
     const int shared_bytes =
         q8_warp_shared_bytes<&q8_matvec_kernel<kTokens>, kWarpsPerBlock, kTokens>();
-    q8_matvec_kernel<kTokens><<<grid, kThreads, shared_bytes, native(stream)>>>(args, first, tiles);
-    TD_CUDA_CHECK_LAUNCH("q8_matvec_kernel");
+    launch_dependent(q8_matvec_kernel<kTokens>, grid, kThreads, shared_bytes, stream, args, first,
+                     tiles);
   });
 }
 

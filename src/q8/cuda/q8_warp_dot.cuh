@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/dependent_launch.cuh"
 #include "common/shared_memory_opt_in.cuh"
 #include "q8/cuda/q8_widen.cuh"
 #include "turbodecode/q8.h"
@@ -267,6 +268,8 @@ __device__ __forceinline__ void q8_warp_row_dots(const std::uint8_t* row, const 
   const auto blocks_at = [&](int first) { return min(blocks - first, kQ8SpanBlocks); };
   float acc[kTokens] = {};
   Q8SpanLoads loads;
+  // The caller's launch may overlap the kernel before it: nothing is read before that completes.
+  wait_for_prior_grids();
   Q8SpanLayout layout(span_at(0), row != nullptr ? blocks_at(0) * kQ8BlockBytes : 0);
   load_span(span_at(0), layout, lane, loads);
   for (int first = 0; first < blocks; first += kQ8SpanBlocks) {
