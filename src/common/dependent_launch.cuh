@@ -25,7 +25,7 @@ __device__ __forceinline__ void allow_dependent_grids() {
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to overlap the kernel before it.
 template <class... Params, class... Args>
 void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, int shared_bytes,
-                      Stream stream, Args&&... args) {
+                      cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute;
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -33,7 +33,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, int shar
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = static_cast<std::size_t>(shared_bytes);
-  config.stream = native(stream);
+  config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
   TD_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));

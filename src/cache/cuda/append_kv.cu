@@ -8,6 +8,7 @@
 // code bucket tables once, while its warps' first rows load.
 #include "cache/cuda/append_cuda.h"
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "common/validate.h"
 #include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"
@@ -146,6 +147,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
     append_kv_kernel(const AppendLaunch p) {
   __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kWarps][D];
+  // A dependent launch (dependent_launch.cuh): nothing is read before the kernel before it
+  // completes, and the kernel after may start early.
+  allow_dependent_grids();
+  wait_for_prior_grids();
   const int warp = static_cast<int>(threadIdx.x) / warp_row::kLanes;
   const int lane = static_cast<int>(threadIdx.x) % warp_row::kLanes;
   const int warps = static_cast<int>(gridDim.x) * kWarps;
@@ -218,8 +223,7 @@ void launch_append(const AppendLaunch& p, cudaStream_t stream) {
   const std::int64_t wanted = (std::int64_t{p.rows} + kWarps - 1) / kWarps;
   const std::int64_t wave = std::int64_t{resident_per_sm} * sm_count();
   const auto blocks = static_cast<unsigned>(wanted < wave ? wanted : wave);
-  append_kv_kernel<D, kWide><<<blocks, kThreads, 0, stream>>>(p);
-  TD_CUDA_CHECK_LAUNCH("append_kv_kernel");
+  launch_dependent(append_kv_kernel<D, kWide>, blocks, kThreads, 0, stream, p);
 }
 
 template <int D>

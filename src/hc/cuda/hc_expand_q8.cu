@@ -58,8 +58,8 @@ void launch_expand_q8(const hc::ExpandQ8Args& args, Stream stream) {
         const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
         const int shared_bytes =
             q8_warp_shared_bytes<&expand_q8_kernel<kFixedN, kTokens>, kWarpsPerBlock, kTokens>();
-        launch_dependent(expand_q8_kernel<kFixedN, kTokens>, grid, kThreads, shared_bytes, stream,
-                         args, first, tiles);
+        launch_dependent(expand_q8_kernel<kFixedN, kTokens>, grid, kThreads, shared_bytes,
+                         native(stream), args, first, tiles);
       });
 }
 

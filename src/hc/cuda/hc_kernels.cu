@@ -185,12 +185,12 @@ void hc_expand(const hc::ExpandArgs& args, Stream stream) {
   if (expand_vectorisable(args)) {
     const dim3 grid(blocks_for((args.embd + 3) / 4, kElementThreads), grid_rows(args.rows));
     launch_dependent(args.n_hc == 4 ? expand4_kernel<4> : expand4_kernel<0>, grid, kElementThreads,
-                     0, stream, args);
+                     0, native(stream), args);
     return;
   }
   const dim3 grid(blocks_for(args.embd, kElementThreads), grid_rows(args.rows));
   launch_dependent(args.n_hc == 4 ? expand_kernel<4> : expand_kernel<0>, grid, kElementThreads, 0,
-                   stream, args);
+                   native(stream), args);
 }
 
 void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream) {

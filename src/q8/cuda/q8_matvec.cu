@@ -51,8 +51,8 @@ void q8_matvec(const q8::MatvecArgs& args, Stream stream) {
     const dim3 grid(blocks, static_cast<unsigned>(tiles < kMaxGridY ? tiles : kMaxGridY));
     const int shared_bytes =
         q8_warp_shared_bytes<&q8_matvec_kernel<kTokens>, kWarpsPerBlock, kTokens>();
-    launch_dependent(q8_matvec_kernel<kTokens>, grid, kThreads, shared_bytes, stream, args, first,
-                     tiles);
+    launch_dependent(q8_matvec_kernel<kTokens>, grid, kThreads, shared_bytes, native(stream), args,
+                     first, tiles);
   });
 }
 
