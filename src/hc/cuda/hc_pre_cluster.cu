@@ -197,8 +197,8 @@ __device__ void combine_chunks(const ClusterLaunch& p, ClusterShared& s) {
   constexpr int kWarpEntries = (kEntries + kRowWarps - 1) / kRowWarps;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  // A warp's entries side by side (unrolled), so that their butterflies overlap: one after the
-  // other, the combine took 0.9 µs (H200, T = 1).
+  // A warp's entries side by side (unrolled), so that their butterflies may overlap. Measured,
+  // this made little difference: the combine takes ≈ 0.8 µs at T = 1 either way (H200).
   float total[kWarpEntries];
 #pragma unroll
   for (int q = 0; q < kWarpEntries; ++q) {
