@@ -259,6 +259,85 @@ TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
   }
 }
 
+// Every output of one decode layer's HC chain on `stream`: attention HC-pre, expand with the
+// attention output, FFN HC-pre, then the Q8_0 shared-expert matvec + expand. Outputs are
+// poisoned first; with synchronise_each the stream is drained after every call, else only at
+// the end.
+std::vector<std::vector<float>> run_layer_chain(const HcProblem& p,
+                                                const testing::HcDeviceInputs& in,
+                                                const TensorView& weight, const TensorView& hidden,
+                                                Device device, Stream stream,
+                                                bool synchronise_each) {
+  const std::int64_t t = p.rows;
+  const std::int64_t e = p.params.embd;
+  const int n = p.params.n_hc;
+  const int m = p.mix_width();
+  const HcPrePlan plan = plan_hc_pre(p.params, t, device);
+  Buffer workspace = testing::zeroed_workspace(plan);
+  std::vector<Buffer> out;
+  for (const std::int64_t count :
+       {t * m, t * m, t * e, t * e, t * n * e, t * m, t * m, t * e, t * e, t * e, t * n * e}) {
+    out.push_back(testing::poisoned(device, count));
+  }
+  synchronize();  // the poisoning ran on the legacy stream
+  const auto step = [&] {
+    if (synchronise_each) synchronize(stream);
+  };
+  const auto pre = [&](const TensorView& x, int first) {
+    hc_pre(plan, x, in.mix_weight_view(), in.scale_view(), in.base_view(), in.norm_weight_view(),
+           out[first].view(DType::f32, {t, m}), out[first + 1].view(DType::f32, {t, m}),
+           out[first + 2].view(DType::f32, {t, e}), out[first + 3].view(DType::f32, {t, e}),
+           workspace.view(DType::u8, {workspace.bytes()}), stream);
+    step();
+  };
+  const TensorView mid = out[4].view(DType::f32, {t, n, e});
+  pre(in.x_view(), 0);
+  hc_expand(p.params, in.block_view(), TensorView{}, in.x_view(), testing::post_view(out[1], t, n),
+            testing::comb_view(out[1], t, n), mid, stream);
+  step();
+  pre(mid, 5);
+  hc_expand_shared_q8(p.params, weight, hidden, in.add_view(), out[9].view(DType::f32, {t, e}), mid,
+                      testing::post_view(out[6], t, n), testing::comb_view(out[6], t, n),
+                      out[10].view(DType::f32, {t, n, e}), stream);
+  synchronize(stream);
+  std::vector<std::vector<float>> host;
+  for (const Buffer& b : out) host.push_back(testing::to_host<float>(b));
+  return host;
+}
+
+// The decode layer's kernels are dependent launches (src/common/dependent_launch.cuh): each may
+// start before the one before it ends and must wait for it before touching its outputs. Back to
+// back on one stream, the chain gives bitwise the results of the same calls with the stream
+// drained after each, at T = 1 and 3 (clusters, Q8_0 decode kernels).
+TEST_F(HcGpu, LayerChainBackToBackEqualsDrainedCalls) {
+#ifdef TURBODECODE_WITH_CUDA
+  constexpr std::int64_t kCols = 2048;
+  for (std::int64_t rows : {1, 3}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
+    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, false);
+    testing::HcDeviceInputs in(p, Device::cuda);
+    Buffer weight =
+        testing::to_device(Device::cuda, testing::random_q8_weight(p.params.embd, kCols, seed + 1));
+    Buffer hidden = testing::to_device(
+        Device::cuda, testing::gaussian(static_cast<std::size_t>(rows * kCols), seed + 2));
+    const TensorView weight_v = weight.view(DType::u8, {p.params.embd, q8_row_bytes(kCols)});
+    const TensorView hidden_v = hidden.view(DType::f32, {rows, kCols});
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    const auto drained =
+        run_layer_chain(p, in, weight_v, hidden_v, Device::cuda, Stream{stream}, true);
+    const auto back_to_back =
+        run_layer_chain(p, in, weight_v, hidden_v, Device::cuda, Stream{stream}, false);
+    cudaStreamDestroy(stream);
+    for (std::size_t i = 0; i < drained.size(); ++i) {
+      EXPECT_TRUE(testing::bitwise_equal(back_to_back[i], drained[i])) << "output " << i;
+      EXPECT_FALSE(std::isnan(drained[i][0])) << "output " << i << " was not written";
+    }
+  }
+#endif
+}
+
 TEST_F(HcGpu, PreReplaysFromACudaGraph) {
 #ifdef TURBODECODE_WITH_CUDA
   for (std::int64_t rows : {1, 32, 512}) {
