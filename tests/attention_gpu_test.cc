@@ -227,6 +227,30 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(MaskKind::causal, MaskKind::sliding_linear,
                                          MaskKind::sliding_ring)));
 
+// The largest split count the CUDA merge takes (1024): each of its 16 warps then folds up to 64
+// splits, so the states of a warp's 33rd split and later come from the lanes' second batch.
+// A query of 20000 positions fills 625 splits of 32 positions (the rest are empty); shorter
+// queries leave more empty splits.
+TEST(AttentionGpu, MergesTheLargestSplitCount) {
+  SKIP_WITHOUT_GPU();
+  for (const int head_dim : {256, 512}) {
+    KvCacheConfig config;
+    config.slots = 2;
+    config.n_kv_heads = 1;
+    config.capacity = 20000;
+    config.head_dim = head_dim;
+    config.v_format = RowFormat::tq8;
+    const std::uint64_t seed = fresh_seed();
+    const MirroredCache cache(config, seed);
+    Problem problem{config, {}, {}, {}};
+    problem.options.n_heads = 2;
+    problem.options.fixed_splits = 1024;
+    problem.slots = {0, 1, 0};
+    problem.positions = {19999, 16400, 600};
+    check_against_references(problem, cache, seed);
+  }
+}
+
 // A small problem per kernel family, for compute-sanitizer's slower tools.
 TEST(AttentionGpuSanitizer, SmallProblems) {
   SKIP_WITHOUT_GPU();

@@ -1,10 +1,17 @@
 // The merge kernel of decode attention: one block per output row (query, head) folds the row's
 // split states with the associative merge of SPEC §2.5 (state.h), normalises, and for TQ V
-// un-rotates (R_D⁻¹) in shared memory unless the caller asked for the rotated result.
+// un-rotates (R_D⁻¹) unless the caller asked for the rotated result.
 //
-// A long query has hundreds of splits, so the splits are spread over the block's 8 warps
-// (each warp streams whole partial rows, several in flight) rather than walked one after
-// another. Every sum runs in a fixed order: the result is deterministic.
+// The merge is a chain of dependent steps on a few blocks, so it is built for latency:
+// - each of the 16 warps folds its own splits (w, w + 16, …) against its own max, so a warp
+//   issues the loads of its states and of its first partial rows together, without waiting
+//   for the row's max;
+// - the warps' states are then folded in warp order, one block barrier;
+// - R_D⁻¹ runs in one warp, the row held as D/32 consecutive elements per lane: the butterflies
+//   of strides below D/32 in registers, the others by shuffles, no barriers.
+// It is a dependent launch of the split kernel: its blocks start and resolve their query while
+// the split kernel's last blocks run, and wait for that grid before reading any state.
+// Every sum runs in a fixed order: the result is deterministic.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,49 +23,128 @@
 #include "attention/cuda/rotation.cuh"
 #include "attention/state.h"
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
 
-inline constexpr int kMergeWarps = 8;
+inline constexpr int kMergeWarps = 16;
 inline constexpr int kMergeThreads = kMergeWarps * 32;
+// States of one warp's splits per lane: kMaxSplits / kMergeWarps / 32.
+inline constexpr int kStatesPerLane = kMaxSplits / kMergeThreads;
+static_assert(kStatesPerLane * kMergeThreads == kMaxSplits, "whole state batches");
+// Partial rows a warp loads before it adds them (registers: 512 threads allow 128 each).
+inline constexpr int kRowsInFlight = 4;
 
-// Reduces one value per thread over the block; every thread gets the result. `scratch` holds
-// kMergeWarps floats; the warps' results are combined in warp order.
-template <class Op>
-__device__ __forceinline__ float block_reduce(float value, Op op, float* scratch) {
+// The state of one warp's splits (relative to the warp's own max) and its slice of O.
+template <int D>
+struct WarpFold {
+  float m = -INFINITY;
+  float l = 0.0f;
+  float o[D / 32] = {};
+};
+
+// Folds splits w, w + kMergeWarps, … (w = this warp) of a row: lane l holds D/32 consecutive
+// elements. The weights stay in the lanes that loaded the states and reach the others by
+// shuffles; rows are added in split order.
+template <int D>
+__device__ __forceinline__ WarpFold<D> fold_warp_splits(const float2* states,
+                                                        const float* partial_rows, int splits) {
+  constexpr int kLaneFloats = D / 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int count = splits > warp ? (splits - warp + kMergeWarps - 1) / kMergeWarps : 0;
+
+  float2 state[kStatesPerLane];
+#pragma unroll
+  for (int b = 0; b < kStatesPerLane; ++b) {
+    const int k = lane + 32 * b;
+    state[b] = k < count ? states[warp + k * kMergeWarps] : make_float2(-INFINITY, 0.0f);
+  }
+  WarpFold<D> fold;
+  float4 rows[kRowsInFlight][kLaneFloats / 4];
+  const auto load_rows = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      if (k0 + i < count) {
+        const auto* row = reinterpret_cast<const float4*>(
+            partial_rows + static_cast<std::int64_t>(warp + (k0 + i) * kMergeWarps) * D +
+            lane * kLaneFloats);
+#pragma unroll
+        for (int v = 0; v < kLaneFloats / 4; ++v) rows[i][v] = row[v];
+      }
+    }
+  };
+  load_rows(0);  // independent of the max: in flight with the states
+
+#pragma unroll
+  for (int b = 0; b < kStatesPerLane; ++b) fold.m = fmaxf(fold.m, state[b].x);
 #pragma unroll
   for (int offset = 16; offset >= 1; offset /= 2) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    fold.m = fmaxf(fold.m, __shfl_xor_sync(0xffffffffu, fold.m, offset));
   }
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
-  __syncthreads();
-  float result = scratch[0];
+  float weight[kStatesPerLane];
+  float l = 0.0f;
 #pragma unroll
-  for (int w = 1; w < kMergeWarps; ++w) result = op(result, scratch[w]);
-  __syncthreads();  // scratch may be reused at once
-  return result;
+  for (int b = 0; b < kStatesPerLane; ++b) {
+    weight[b] = attention::merge_weight(state[b].x, fold.m);
+    l = fmaf(state[b].y, weight[b], l);
+  }
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    l += __shfl_xor_sync(0xffffffffu, l, offset);
+  }
+  fold.l = l;
+
+  for (int k0 = 0; k0 < count; k0 += kRowsInFlight) {
+    if (k0 > 0) load_rows(k0);
+#pragma unroll
+    for (int i = 0; i < kRowsInFlight; ++i) {
+      const int k = k0 + i;
+      if (k >= count) break;
+      float w = weight[0];
+#pragma unroll
+      for (int b = 1; b < kStatesPerLane; ++b) w = k >= 32 * b ? weight[b] : w;
+      w = __shfl_sync(0xffffffffu, w, k % 32);
+#pragma unroll
+      for (int v = 0; v < kLaneFloats / 4; ++v) {
+        fold.o[4 * v] = fmaf(rows[i][v].x, w, fold.o[4 * v]);
+        fold.o[4 * v + 1] = fmaf(rows[i][v].y, w, fold.o[4 * v + 1]);
+        fold.o[4 * v + 2] = fmaf(rows[i][v].z, w, fold.o[4 * v + 2]);
+        fold.o[4 * v + 3] = fmaf(rows[i][v].w, w, fold.o[4 * v + 3]);
+      }
+    }
+  }
+  return fold;
 }
 
-// Σ_j weights[j] · O_j over the splits j ≡ warp (mod kMergeWarps), lane's D/32 elements.
+// R_D⁻¹(y) = s ⊙ (H_D·y / √D) of a row held by one warp, lane l holding elements
+// l·D/32 … l·D/32 + D/32 − 1, written to `out`. Strides 1, 2, 4, … in the order codec_math.h
+// fixes; a butterfly across lanes computes the same sum (low lane) and difference (high lane).
 template <int D>
-__device__ __forceinline__ void accumulate_warp_splits(const float* partial_rows, int splits,
-                                                       const float* weights, float (&o)[D / 32]) {
+__device__ __forceinline__ void unrotate_warp_row(float (&v)[D / 32], float* out) {
   constexpr int kLaneFloats = D / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-#pragma unroll 4
-  for (int j = static_cast<int>(threadIdx.x) / 32; j < splits; j += kMergeWarps) {
-    const float weight = weights[j];
-    const auto* part = reinterpret_cast<const float4*>(
-        partial_rows + static_cast<std::int64_t>(j) * D + lane * kLaneFloats);
 #pragma unroll
-    for (int v = 0; v < kLaneFloats / 4; ++v) {
-      const float4 x = part[v];
-      o[4 * v] = fmaf(x.x, weight, o[4 * v]);
-      o[4 * v + 1] = fmaf(x.y, weight, o[4 * v + 1]);
-      o[4 * v + 2] = fmaf(x.z, weight, o[4 * v + 2]);
-      o[4 * v + 3] = fmaf(x.w, weight, o[4 * v + 3]);
+  for (int stride = 1; stride < kLaneFloats; stride <<= 1) {
+#pragma unroll
+    for (int i = 0; i < kLaneFloats; ++i) {
+      if ((i & stride) == 0) tq::butterfly(v[i], v[i + stride]);
     }
+  }
+#pragma unroll
+  for (int lanes = 1; lanes < 32; lanes <<= 1) {
+    const bool low = (lane & lanes) == 0;
+#pragma unroll
+    for (int i = 0; i < kLaneFloats; ++i) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[i], lanes);
+      v[i] = low ? v[i] + other : other - v[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kLaneFloats; ++i) {  // scalar stores: `out` may be any strided view
+    const int d = lane * kLaneFloats + i;
+    out[d] = tq::apply_sign(v[i] * tq::rotation_scale(D), sign_flipped(d));
   }
 }
 
@@ -66,13 +152,14 @@ template <int D>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int kLaneFloats = D / 32;
-  __shared__ float weights[kMaxSplits];
-  __shared__ __align__(16) float warp_sums[kMergeWarps][D];
-  __shared__ float row[D];
-  __shared__ float scratch[kMergeWarps];
+  __shared__ float2 warp_states[kMergeWarps];
+  __shared__ __align__(16) float warp_rows[kMergeWarps][D];
+  __shared__ __align__(16) float row[D];
   const std::int64_t query = blockIdx.x / p.n_heads;
   const int head = static_cast<int>(blockIdx.x % p.n_heads);
   const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
   float* out = p.out + query * p.out_stride[0] + head * p.out_stride[1];
 
   const QueryRows rows = resolve_query(p, query);
@@ -80,33 +167,34 @@ __global__ void __launch_bounds__(kMergeThreads)
     for (int d = tid; d < D; d += kMergeThreads) out[d] = NAN;
     return;
   }
+  wait_for_prior_grids();  // the split kernel's states
   const std::int64_t state_base = (query * p.n_heads + head) * p.max_splits;
-  const float2* states = p.partial_ml + state_base;
-  float m = -INFINITY;
-  for (int j = tid; j < rows.splits; j += kMergeThreads) m = fmaxf(m, states[j].x);
-  m = block_reduce(
-      m, [](float a, float b) { return fmaxf(a, b); }, scratch);
-  float l = 0.0f;
-  for (int j = tid; j < rows.splits; j += kMergeThreads) {
-    const float weight = attention::merge_weight(states[j].x, m);
-    weights[j] = weight;
-    l = fmaf(states[j].y, weight, l);
-  }
-  l = block_reduce(
-      l, [](float a, float b) { return a + b; }, scratch);  // also orders weights
-
-  float o[kLaneFloats] = {};
-  accumulate_warp_splits<D>(p.partial_o + state_base * D, rows.splits, weights, o);
-  const int lane = tid % 32;
+  const WarpFold<D> fold =
+      fold_warp_splits<D>(p.partial_ml + state_base, p.partial_o + state_base * D, rows.splits);
 #pragma unroll
-  for (int e = 0; e < kLaneFloats; ++e) warp_sums[tid / 32][lane * kLaneFloats + e] = o[e];
+  for (int e = 0; e < kLaneFloats; e += 4) {
+    *reinterpret_cast<float4*>(&warp_rows[warp][lane * kLaneFloats + e]) =
+        make_float4(fold.o[e], fold.o[e + 1], fold.o[e + 2], fold.o[e + 3]);
+  }
+  if (lane == 0) warp_states[warp] = make_float2(fold.m, fold.l);
   __syncthreads();
 
+  // The warps' states in warp order: every thread folds the same 16 values.
+  float m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) m = fmaxf(m, warp_states[w].x);
+  float scale[kMergeWarps];
+  float l = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) {
+    scale[w] = attention::merge_weight(warp_states[w].x, m);
+    l = fmaf(warp_states[w].y, scale[w], l);
+  }
   const float normaliser = attention::output_scale(l);
   for (int d = tid; d < D; d += kMergeThreads) {
-    float sum = warp_sums[0][d];
+    float sum = 0.0f;
 #pragma unroll
-    for (int w = 1; w < kMergeWarps; ++w) sum += warp_sums[w][d];
+    for (int w = 0; w < kMergeWarps; ++w) sum = fmaf(warp_rows[w][d], scale[w], sum);
     if (p.unrotate_output) {
       row[d] = sum * normaliser;
     } else {
@@ -114,17 +202,24 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
   }
   if (!p.unrotate_output) return;
-  // R_D⁻¹(y) = s ⊙ (H_D·y / √D).
-  block_hadamard(row, 1, D);
-  for (int d = tid; d < D; d += kMergeThreads) {
-    out[d] = tq::apply_sign(row[d] * tq::rotation_scale(D), sign_flipped(d));
+  __syncthreads();
+  if (warp != 0) return;
+  float v[kLaneFloats];
+#pragma unroll
+  for (int e = 0; e < kLaneFloats; e += 4) {
+    const float4 x = *reinterpret_cast<const float4*>(&row[lane * kLaneFloats + e]);
+    v[e] = x.x;
+    v[e + 1] = x.y;
+    v[e + 2] = x.z;
+    v[e + 3] = x.w;
   }
+  unrotate_warp_row<D>(v, out);
 }
 
 template <int D>
 void launch_merge_kernel(const DecodeParams& p, std::int64_t n_queries, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(n_queries * p.n_heads);
-  merge_kernel<D><<<blocks, kMergeThreads, 0, stream>>>(p);
+  launch_dependent(merge_kernel<D>, dim3(blocks), dim3(kMergeThreads), 0, stream, p);
   TD_CUDA_CHECK_LAUNCH("merge_kernel");
 }
 

@@ -26,6 +26,7 @@
 #include "attention/state.h"
 #include "common/cp_async.cuh"
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "common/shared_memory_opt_in.cuh"
 #include "tq/codec_math.h"
 
@@ -303,6 +304,9 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
   // partial tile; softmax_tile reduces a head's T scores inside one warp.
   static_assert(kSplitAlign % T == 0 && T <= 32, "a tile is a power of two dividing the align");
   extern __shared__ __align__(16) unsigned char shared[];
+  // The merge kernel (a dependent launch) may take SMs as they come free; it waits for this
+  // grid to complete before it reads any state.
+  allow_dependent_grids();
 
   const int split = static_cast<int>(blockIdx.x);
   const int kv_head = static_cast<int>(blockIdx.y) / p.head_chunks;
