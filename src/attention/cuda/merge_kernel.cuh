@@ -7,8 +7,8 @@
 //   issues the loads of its states and of its first partial rows together, without waiting
 //   for the row's max;
 // - the warps' states are then folded in warp order, one block barrier;
-// - R_D⁻¹ runs in one warp, the row held as D/32 consecutive elements per lane: the butterflies
-//   of strides below D/32 in registers, the others by shuffles, no barriers.
+// - R_D⁻¹ runs in one warp, the row held as D/32 consecutive elements per lane (warp_row.cuh,
+//   as the codec kernels): no barriers.
 // It is a dependent launch of the split kernel: its blocks start and resolve their query while
 // the split kernel's last blocks run, and wait for that grid before reading any state.
 // Every sum runs in a fixed order: the result is deterministic.
@@ -20,11 +20,10 @@
 #include <cstdint>
 
 #include "attention/cuda/decode_params.cuh"
-#include "attention/cuda/rotation.cuh"
 #include "attention/state.h"
 #include "common/cuda_check.cuh"
 #include "common/dependent_launch.cuh"
-#include "tq/codec_math.h"
+#include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda::decode {
 
@@ -118,36 +117,6 @@ __device__ __forceinline__ WarpFold<D> fold_warp_splits(const float2* states,
   return fold;
 }
 
-// R_D⁻¹(y) = s ⊙ (H_D·y / √D) of a row held by one warp, lane l holding elements
-// l·D/32 … l·D/32 + D/32 − 1, written to `out`. Strides 1, 2, 4, … in the order codec_math.h
-// fixes; a butterfly across lanes computes the same sum (low lane) and difference (high lane).
-template <int D>
-__device__ __forceinline__ void unrotate_warp_row(float (&v)[D / 32], float* out) {
-  constexpr int kLaneFloats = D / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-#pragma unroll
-  for (int stride = 1; stride < kLaneFloats; stride <<= 1) {
-#pragma unroll
-    for (int i = 0; i < kLaneFloats; ++i) {
-      if ((i & stride) == 0) tq::butterfly(v[i], v[i + stride]);
-    }
-  }
-#pragma unroll
-  for (int lanes = 1; lanes < 32; lanes <<= 1) {
-    const bool low = (lane & lanes) == 0;
-#pragma unroll
-    for (int i = 0; i < kLaneFloats; ++i) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[i], lanes);
-      v[i] = low ? v[i] + other : other - v[i];
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kLaneFloats; ++i) {  // scalar stores: `out` may be any strided view
-    const int d = lane * kLaneFloats + i;
-    out[d] = tq::apply_sign(v[i] * tq::rotation_scale(D), sign_flipped(d));
-  }
-}
-
 template <int D>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const __grid_constant__ DecodeParams p) {
@@ -213,7 +182,11 @@ __global__ void __launch_bounds__(kMergeThreads)
     v[e + 2] = x.z;
     v[e + 3] = x.w;
   }
-  unrotate_warp_row<D>(v, out);
+  warp_row::rotate_inverse<D>(v, lane, warp_row::lane_sign_bits<D>(lane));
+#pragma unroll
+  for (int e = 0; e < kLaneFloats; ++e) {  // scalar stores: `out` may be any strided view
+    out[lane * kLaneFloats + e] = v[e];
+  }
 }
 
 template <int D>
