@@ -258,17 +258,17 @@ struct PreOutputs {
 };
 
 // Runs HC-pre `launches` times back to back on one workspace (outputs poisoned only before the
-// first) and returns the last results.
+// first) and returns the last results; `weight` replaces the inputs' mix weight view if given.
 inline PreOutputs run_pre(const HcDeviceInputs& in, const HcPrePlan& plan, const Buffer& workspace,
-                          int launches) {
+                          int launches, const TensorView& weight = {}) {
   const HcProblem& p = in.problem;
   const std::int64_t e = p.params.embd;
   const int m = p.mix_width();
   Buffer mix = poisoned(plan.device, p.rows * m), split = poisoned(plan.device, p.rows * m),
          collapsed = poisoned(plan.device, p.rows * e), normed = poisoned(plan.device, p.rows * e);
   for (int i = 0; i < launches; ++i) {
-    hc_pre(plan, in.x_view(), in.mix_weight_view(), in.scale_view(), in.base_view(),
-           in.norm_weight_view(), mix.view(DType::f32, {p.rows, m}),
+    hc_pre(plan, in.x_view(), weight.present() ? weight : in.mix_weight_view(), in.scale_view(),
+           in.base_view(), in.norm_weight_view(), mix.view(DType::f32, {p.rows, m}),
            split.view(DType::f32, {p.rows, m}), collapsed.view(DType::f32, {p.rows, e}),
            normed.view(DType::f32, {p.rows, e}), workspace.view(DType::u8, {workspace.bytes()}));
   }

@@ -116,21 +116,22 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
       testing::bitwise_equal(testing::float_row(all.split, row, batch.mix_width()), one.split));
 }
 
-// Batch sizes and widths at the edges of HC-pre's launch schedule: ragged groups of 4 and 8
-// rows, bands of groups, a last chunk of one span (E = 4104), rows that are not 16-byte
-// aligned (E = 4100: scalar loads), widths below one half chunk, M > 32 (several rounds of
-// outputs, with and without bands); at small T also groups of 3 and 4 rows, E = 5120 and
-// 5128 (80 and 81 chunks: three per lane of the combine for some lanes) and a single chunk
-// (E = 64). Up to 16 rows, n_hc = 4 and E ≤ 5120 run on clusters (hc_pre_cluster.cu): there
-// also a last chunk of one span (E = 4104), a partial half chunk (E = 40) and more clusters
-// than are resident at once (T = 16).
+// Batch sizes and widths at the edges of HC-pre's launch schedules. n_hc = 4 with E ≤ 5120, E % 8
+// = 0 and aligned views runs on clusters (hc_pre_cluster.cu): one row each while they all fit
+// at once (T = 1 … 4 here), else groups of 8 rows, the last one partial (T = 9 … 129); there a
+// last chunk of one span (E = 4104), a partial half chunk (E = 40), a single chunk (E = 64),
+// E = 5120 (80 chunks: three per lane of the combine for some lanes; five collapse slabs, at
+// T = 11 three per block). The other shapes take the grid kernel: rows that are not 16-byte
+// aligned (E = 4100: scalar loads), n ≠ 4 (ragged groups of 4 and 8 rows, bands of groups, widths
+// below one half chunk, M > 32: several rounds of outputs, with and without bands) and E = 5128
+// (81 chunks).
 TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
-  constexpr HcShape kEdges[] = {{4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true},
-                                {4, 4100, 9, false}, {3, 40, 70, true},    {8, 128, 33, false},
-                                {8, 128, 200, true}, {16, 64, 20, true},   {2, 8, 300, true},
-                                {4, 4096, 3, true},  {4, 4096, 4, false},  {4, 5120, 2, true},
-                                {4, 5128, 1, false}, {4, 64, 1, false},    {4, 4104, 1, false},
-                                {4, 40, 2, false},   {4, 4096, 16, true}};
+  constexpr HcShape kEdges[] = {
+      {4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true}, {4, 4100, 9, false},
+      {3, 40, 70, true},   {8, 128, 33, false},  {8, 128, 200, true},  {16, 64, 20, true},
+      {2, 8, 300, true},   {4, 4096, 3, true},   {4, 4096, 4, false},  {4, 5120, 2, true},
+      {4, 5128, 1, false}, {4, 64, 1, false},    {4, 4104, 1, false},  {4, 40, 2, false},
+      {4, 4096, 16, true}, {4, 5120, 11, false}, {4, 40, 9, true}};
   testing::for_each_hc_shape(kEdges, [](const HcProblem& p) {
     const auto gpu = testing::check_pre(p, Device::cuda);
     const auto cpu = testing::check_pre(p, Device::cpu);
@@ -141,9 +142,9 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   });
 }
 
-// A row's HC-pre outputs are bitwise the same alone (on a cluster) and inside batches run by the
-// grid kernel with whole-chunk blocks, groups of 4 or 8 rows and bands of groups; at E = 5120
-// some lanes of the combine add three chunks, whose order matters.
+// A row's HC-pre outputs are bitwise the same alone (a cluster of one row) and inside batches
+// (clusters of 8 rows, the row at the start, middle or end of its group); at E = 5120 some lanes
+// of the combine add three chunks, whose order matters.
 TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   for (const auto& [rows, strided, embd] :
        {std::tuple<std::int64_t, bool, std::int64_t>{40, false, 4096},
@@ -173,9 +174,34 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   }
 }
 
+// The cluster kernel (16-byte aligned W: one row per cluster, or groups of 8 rows, the last one
+// partial) and the grid kernel (W one element off alignment: scalar loads, groups of 4 or 8 rows)
+// give the same bits in every output of HC-pre.
+TEST_F(HcGpu, PreClusterAndGridKernelsAgreeBitwise) {
+  for (std::int64_t rows : {1, 3, 8, 13, 33}) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
+    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, false);
+    testing::HcDeviceInputs in(p, Device::cuda);
+    const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
+    Buffer workspace = testing::zeroed_workspace(plan);
+    std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
+    std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
+    Buffer w_d = testing::to_device(Device::cuda, w_shifted);
+    const TensorView w_view =
+        testing::strided_view(w_d, DType::f16, {p.mix_width(), p.width()}, {p.width(), 1}, 1);
+    const testing::PreOutputs cluster = testing::run_pre(in, plan, workspace, 1);
+    const testing::PreOutputs grid = testing::run_pre(in, plan, workspace, 1, w_view);
+    EXPECT_TRUE(testing::bitwise_equal(cluster.mix, grid.mix)) << "mix";
+    EXPECT_TRUE(testing::bitwise_equal(cluster.split, grid.split)) << "split";
+    EXPECT_TRUE(testing::bitwise_equal(cluster.collapsed, grid.collapsed)) << "collapsed";
+    EXPECT_TRUE(testing::bitwise_equal(cluster.normed, grid.normed)) << "normed";
+  }
+}
+
 // x and W that are not 16-byte aligned take the grid kernel's scalar loads; the values, and so
-// the results, are those of the 16-byte loads: of the grid kernel at T = 33, of the cluster
-// kernel at T = 5.
+// the results, are those of the cluster kernel's 16-byte loads (T = 5: one row per cluster,
+// T = 33: groups of 8 rows).
 TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
   for (std::int64_t rows : {5, 33}) {
     const std::uint64_t seed = testing::fresh_seed();
@@ -554,6 +580,7 @@ TEST(HcGpuSanitizer, EveryKernelOnSmallProblems) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (const auto& [n_hc, embd, rows] : {std::tuple{4, std::int64_t{256}, std::int64_t{5}},
                                          std::tuple{4, std::int64_t{512}, std::int64_t{3}},
+                                         std::tuple{4, std::int64_t{256}, std::int64_t{12}},
                                          std::tuple{3, std::int64_t{33}, std::int64_t{2}}}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(n_hc));

@@ -254,16 +254,16 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
   }
 }
 
-// split of one n = 4 row by the four lanes of each aligned lane quad of a warp (every lane of the
-// warp calls it; each quad computes the row, lane r of a quad owning comb row r), into
-// out[0 .. M): the float operations of hc_split_row<4>, with a column's sum (c0 + c1) + (c2 + c3)
-// formed by a butterfly over the quad (addition commutes, so each lane gets the same bits). The
-// shuffles lengthen each round's dependent chain about as much as the work per lane shrinks: in
-// the cluster HC-pre (H200, T = 1) the Sinkhorn took 2.3 µs this way against 2.6 µs with
-// hc_split_row<4> on one thread. The lanes of quad 0 write out (pre, post and their comb row).
+// split of one n = 4 row by the four lanes of an aligned lane quad of a warp (every lane of the
+// warp calls it, each quad with its own row: lane r of a quad owns comb row r), into
+// out[0 .. M) when `write`: the float operations of hc_split_row<4>, with a column's sum
+// (c0 + c1) + (c2 + c3) formed by a butterfly over the quad (addition commutes, so each lane gets
+// the same bits). The shuffles lengthen each round's dependent chain about as much as the work
+// per lane shrinks: in the cluster HC-pre (H200, T = 1) the Sinkhorn took 2.3 µs this way against
+// 2.6 µs with hc_split_row<4> on one thread.
 __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* scale,
                                                  const float* base, int iters, float eps,
-                                                 float* out) {
+                                                 float* out, bool write) {
   constexpr int kN = 4;
   constexpr int kComb = 2 * kN;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -292,7 +292,7 @@ __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* 
     for (int k = 0; k < kN; ++k) c[k] = hc_mul(c[k], inv);
     normalise_columns();
   }
-  if (lane < kN) {
+  if (write) {
     out[r] = pre;
     out[kN + r] = post;
     for (int k = 0; k < kN; ++k) out[kComb + kN * r + k] = c[k];
