@@ -107,7 +107,9 @@ struct SlabTask {
   int slab;
 };
 
+template <int kRows>
 __device__ __forceinline__ SlabTask slab_task(const ClusterLaunch& p, int j) {
+  if constexpr (kRows == 1) return {0, j};  // no division on the single-row path
   return {j / p.slabs, j % p.slabs};
 }
 
@@ -164,7 +166,7 @@ __device__ void issue_loads(const ClusterLaunch& p, int block, RowGroup group,
 #pragma unroll
     for (int u = 0; u < kBlockTasks<kRows>; ++u) {
       if (!has_task(p, group, block, u)) break;
-      const SlabTask task = slab_task(p, block + u * kSlabBlocks);
+      const SlabTask task = slab_task<kRows>(p, block + u * kSlabBlocks);
       const std::int64_t d = slab_element(task.slab);
       if (d < a.embd) load_stream_quads(sc.collapse, group.first + task.row, d, l.streams[u]);
     }
@@ -208,9 +210,10 @@ __device__ void push_chunk_totals(const ClusterLaunch& p, cg::cluster_group& clu
     span_products(w, split_inputs(l.x[i]), true, d);
     const float squares = span_squares(l.x[i]);
     float(*out)[kEntries] = s.spans[i][half][span];
-    // D(k, c) for outputs k = g, g + 8, 16 + g and group rows c = 2t, 2t + 1.
+    // D(k, c) for outputs k = g, g + 8, 16 + g and group rows c = 2t, 2t + 1 (only the first
+    // for single rows: a bound the compiler sees, so no odd-row stores or sums are compiled).
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < (kRows > 1 ? 2 : 1); ++c) {
       const int row = 2 * t + c;
       if (row < kRows) {
         out[row][g] = d[0][c];
@@ -313,7 +316,7 @@ __device__ void collapse_tasks(const ClusterLaunch& p, cg::cluster_group& cluste
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < kBlockTasks<kRows> * kWeightEntries &&
       has_task(p, group, block, tid / kWeightEntries)) {
-    const int row = slab_task(p, block + tid / kWeightEntries * kSlabBlocks).row;
+    const int row = slab_task<kRows>(p, block + tid / kWeightEntries * kSlabBlocks).row;
     const int k = tid % kWeightEntries < kClusterN ? tid % kWeightEntries : kClusterM;
     s.totals[row][k] = combine_entry(p, s, row, k);
   }
@@ -323,7 +326,7 @@ __device__ void collapse_tasks(const ClusterLaunch& p, cg::cluster_group& cluste
   for (int q = 0; q < kBlockTasks<kRows>; ++q) {
     u[q] = {};
     if (!has_task(p, group, block, q)) continue;
-    const SlabTask task = slab_task(p, block + q * kSlabBlocks);
+    const SlabTask task = slab_task<kRows>(p, block + q * kSlabBlocks);
     const std::int64_t d = slab_element(task.slab);
     if (d >= sc.collapse.embd) continue;
     float pre[kClusterN];
@@ -407,7 +410,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
 #pragma unroll
     for (int q = 0; q < kBlockTasks<kRows>; ++q) {
       if (!has_task(p, group, block, q)) break;
-      const SlabTask task = slab_task(p, block + q * kSlabBlocks);
+      const SlabTask task = slab_task<kRows>(p, block + q * kSlabBlocks);
       const std::int64_t d = slab_element(task.slab);
       if (d < collapse.embd)
         store_quad(collapse.out.row(group.first + task.row), d, collapse.embd, u[q]);
