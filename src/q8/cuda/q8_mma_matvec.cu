@@ -15,7 +15,9 @@
 // Pipeline. A block owns a tile of rows × tokens and walks k in stages of 2 Q8_0 blocks
 // (64 columns), 3 stages in flight through cp.async: weight rows are copied raw (34-byte blocks,
 // rows only 2-byte aligned) as the 16-byte chunks that cover them, inputs as 16-byte chunks
-// when every row is 16-byte aligned, else as 4-byte words. One __syncthreads per stage.
+// when every row is 16-byte aligned, else as 4-byte words. One __syncthreads per stage. Each
+// thread works out its copies' rows once per tile (TileCopies), so a stage costs a few
+// instructions per copy.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -79,29 +81,70 @@ __device__ __forceinline__ int span_lead(const q8::MatvecArgs& a, std::int64_t r
   return static_cast<int>(start % layout::kChunkBytes);
 }
 
+// What a thread copies for every stage of a tile, worked out once per tile (recomputing the
+// rows' addresses and leads every stage took half of the kernel's instructions at T = 32; with
+// this, H200: T = 8 … 128 −13 to −14%, T = 512 −3%, although the prefill shape now spills 80
+// bytes under its 128-register cap):
+// weight items i = thread, thread + kThreads, … (chunk i mod kRowChunks of tile row
+// i / kRowChunks) and, for 16-byte aligned inputs, input items (4 columns of one token).
+template <class Shape>
+struct TileCopies {
+  static constexpr int kWeightItems =
+      (Shape::kRows * layout::kRowChunks + Shape::kThreads - 1) / Shape::kThreads;
+  static constexpr int kInputsPerToken = layout::kStageCols / 4;
+  static constexpr int kInputItems =
+      (Shape::kTokens * kInputsPerToken + Shape::kThreads - 1) / Shape::kThreads;
+
+  const std::uint8_t* weight_row[kWeightItems];  // row start; null: no item, or past out_rows
+  int weight_lead[kWeightItems];                 // row start mod 16
+  const float* input_row[kInputItems];           // token's first column + the item's; null past T
+  const std::uint8_t* view_end;                  // the weight view's last byte + 1
+
+  __device__ TileCopies(const q8::MatvecArgs& a, std::int64_t row0, std::int64_t token0,
+                        bool vectors) {
+    view_end = a.weight + (a.out_rows - 1) * a.row_stride_bytes + q8_row_bytes(a.cols);
+#pragma unroll
+    for (int u = 0; u < kWeightItems; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * Shape::kThreads;
+      const std::int64_t row = row0 + i / layout::kRowChunks;
+      const bool inside = i < Shape::kRows * layout::kRowChunks && row < a.out_rows;
+      weight_row[u] = inside ? a.weight + row * a.row_stride_bytes : nullptr;
+      weight_lead[u] = inside ? span_lead(a, row, 0) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kInputItems; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * Shape::kThreads;
+      const std::int64_t token = token0 + i / kInputsPerToken;
+      const bool inside = vectors && i < Shape::kTokens * kInputsPerToken && token < a.tokens;
+      input_row[u] = inside ? a.input + token * a.input_stride + i % kInputsPerToken * 4 : nullptr;
+    }
+  }
+};
+
 // Stage `stage` of the tile's weight rows: chunk c of row r goes to buffer r, bytes 16c.
 // Rows past the end are zero-filled (they feed only output rows that are never stored).
 template <class Shape>
-__device__ __forceinline__ void copy_weight_stage(const q8::MatvecArgs& a, std::int64_t row0,
-                                                  std::int64_t first_block, int blocks,
-                                                  unsigned char* buffers) {
-  const std::uint8_t* view_end =
-      a.weight + (a.out_rows - 1) * a.row_stride_bytes + q8_row_bytes(a.cols);
-  for (int i = threadIdx.x; i < Shape::kRows * layout::kRowChunks; i += Shape::kThreads) {
+__device__ __forceinline__ void copy_weight_stage(const TileCopies<Shape>& c, std::int64_t stage,
+                                                  int blocks, unsigned char* buffers) {
+  // The span of row r starts at row + 68·stage: its lead moves by 68 mod 16 = 4 per stage.
+  static_assert(layout::kStageBlocks * kQ8BlockBytes % layout::kChunkBytes == 4);
+#pragma unroll
+  for (int u = 0; u < TileCopies<Shape>::kWeightItems; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * Shape::kThreads;
+    if (i >= Shape::kRows * layout::kRowChunks) break;
     const int r = i / layout::kRowChunks;
     const int chunk = i - r * layout::kRowChunks;
     unsigned char* dst = buffers + r * layout::kRowStride + layout::kChunkBytes * chunk;
-    const std::int64_t row = row0 + r;
-    if (row >= a.out_rows) {
+    if (c.weight_row[u] == nullptr) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       continue;
     }
-    const std::uint8_t* start = a.weight + row * a.row_stride_bytes + first_block * kQ8BlockBytes;
-    const int lead = span_lead(a, row, first_block);
+    const int lead = (c.weight_lead[u] + 4 * static_cast<int>(stage)) % layout::kChunkBytes;
     const int bytes = layout::chunk_bytes(lead, blocks, chunk);
-    const std::uint8_t* src = start - lead + layout::kChunkBytes * chunk;
     if (bytes <= 0) continue;
-    if (src + layout::kChunkBytes <= view_end) {
+    const std::uint8_t* src = c.weight_row[u] + stage * layout::kStageBlocks * kQ8BlockBytes -
+                              lead + layout::kChunkBytes * chunk;
+    if (src + layout::kChunkBytes <= c.view_end) {
       copy_async_16(dst, src, bytes);
     } else {
       copy_tail_16(dst, src, bytes);
@@ -111,36 +154,43 @@ __device__ __forceinline__ void copy_weight_stage(const q8::MatvecArgs& a, std::
 
 // Stage `stage` of the tile's inputs, kWidth floats per copy: token n's columns at
 // n·kInputStride. Tokens past T are zero-filled; columns past a short last stage are neither
-// copied nor read.
+// copied nor read. kWidth = 4 (16-byte aligned inputs) takes the tile's precomputed rows; the
+// 4-byte path recomputes them (more items per thread than registers to keep).
 template <class Shape, int kWidth>
-__device__ __forceinline__ void copy_input_stage(const q8::MatvecArgs& a, std::int64_t token0,
+__device__ __forceinline__ void copy_input_stage(const q8::MatvecArgs& a,
+                                                 const TileCopies<Shape>& c, std::int64_t token0,
                                                  std::int64_t first_col, int blocks,
                                                  float* inputs) {
   constexpr int kPerToken = layout::kStageCols / kWidth;
+  constexpr int kItems = (Shape::kTokens * kPerToken + Shape::kThreads - 1) / Shape::kThreads;
   const int cols = blocks * kQ8BlockValues;
-  for (int i = threadIdx.x; i < Shape::kTokens * kPerToken; i += Shape::kThreads) {
+#pragma unroll
+  for (int u = 0; u < kItems; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * Shape::kThreads;
+    if (i >= Shape::kTokens * kPerToken) break;
     const int n = i / kPerToken;
     const int col = (i - n * kPerToken) * kWidth;
     if (col >= cols) continue;
     float* dst = inputs + n * layout::kInputStride + col;
-    const std::int64_t token = token0 + n;
-    if (token < a.tokens) {
-      const float* src = a.input + token * a.input_stride + first_col + col;
-      if constexpr (kWidth == 4) {
-        copy_async_16(dst, src, 16);
+    if constexpr (kWidth == 4) {
+      if (c.input_row[u] != nullptr) {
+        copy_async_16(dst, c.input_row[u] + first_col, 16);
       } else {
-        copy_async_4(dst, src, true);
+        *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
-    } else if constexpr (kWidth == 4) {
-      *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     } else {
-      *dst = 0.0f;
+      const std::int64_t token = token0 + n;
+      if (token < a.tokens) {
+        copy_async_4(dst, a.input + token * a.input_stride + first_col + col, true);
+      } else {
+        *dst = 0.0f;
+      }
     }
   }
 }
 
 template <class Shape>
-__device__ __forceinline__ void copy_stage(const q8::MatvecArgs& a, std::int64_t row0,
+__device__ __forceinline__ void copy_stage(const q8::MatvecArgs& a, const TileCopies<Shape>& c,
                                            std::int64_t token0, std::int64_t stage, bool vectors,
                                            unsigned char* shared) {
   const std::int64_t first_block = stage * layout::kStageBlocks;
@@ -149,11 +199,11 @@ __device__ __forceinline__ void copy_stage(const q8::MatvecArgs& a, std::int64_t
   unsigned char* buffer = shared + (stage % kStages) * Shape::kStageBytes;
   float* inputs = reinterpret_cast<float*>(buffer);
   if (vectors) {
-    copy_input_stage<Shape, 4>(a, token0, first_block * kQ8BlockValues, blocks, inputs);
+    copy_input_stage<Shape, 4>(a, c, token0, first_block * kQ8BlockValues, blocks, inputs);
   } else {
-    copy_input_stage<Shape, 1>(a, token0, first_block * kQ8BlockValues, blocks, inputs);
+    copy_input_stage<Shape, 1>(a, c, token0, first_block * kQ8BlockValues, blocks, inputs);
   }
-  copy_weight_stage<Shape>(a, row0, first_block, blocks, buffer + Shape::kInputBytes);
+  copy_weight_stage<Shape>(c, stage, blocks, buffer + Shape::kInputBytes);
 }
 
 // --- tensor-core arithmetic -----------------------------------------------------------------
@@ -275,10 +325,11 @@ __device__ __forceinline__ void matvec_tile(const q8::MatvecArgs& a, std::int64_
   const bool vectors =
       reinterpret_cast<std::uintptr_t>(a.input) % 16 == 0 && a.input_stride % 4 == 0;
 
+  const TileCopies<Shape> copies(a, row0, token0, vectors);
   __syncthreads();  // the previous tile's stages have been read
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < stages) copy_stage<Shape>(a, row0, token0, s, vectors, shared);
+    if (s < stages) copy_stage<Shape>(a, copies, token0, s, vectors, shared);
     commit_copies();
   }
   // Row buffer offsets and row starts mod 16 of the lane's rows g + 8h of its row tiles.
@@ -306,7 +357,7 @@ __device__ __forceinline__ void matvec_tile(const q8::MatvecArgs& a, std::int64_
     wait_copies<kStages - 2>();
     __syncthreads();  // stage k is complete, and the buffer of stage k − 1 is free
     if (k + kStages - 1 < stages) {
-      copy_stage<Shape>(a, row0, token0, k + kStages - 1, vectors, shared);
+      copy_stage<Shape>(a, copies, token0, k + kStages - 1, vectors, shared);
     }
     commit_copies();
 
