@@ -79,10 +79,10 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced
 // by separate thread blocks; the last block to finish a group of rows (a completion counter in the
 // workspace, reset by that block) combines the chunks in a fixed order, so results are
-// deterministic and independent of the batch. Up to 16 rows (n = 4, E ≤ 5120, 16-byte aligned x
-// and W) each row instead runs on one cluster of 16 thread blocks that exchange the same chunk
-// sums through distributed shared memory (the workspace is then not touched); a row's results
-// are bitwise the same either way.
+// deterministic and independent of the batch. Up to 512 rows (n = 4, E ≤ 5120, 16-byte aligned x
+// and W) the rows instead run on clusters of 16 thread blocks, one per row or per group of 8
+// rows, that exchange the same chunk sums through distributed shared memory (the workspace is
+// then not touched); a row's results are bitwise the same either way.
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
