@@ -306,8 +306,8 @@ __device__ void write_mix_and_split(const ClusterLaunch& p, RowGroup group,
 }
 
 // A slab block: the stream weights of its tasks' rows, its slabs collapsed and pushed to their
-// rows' norm blocks. Returns the collapsed quads (the caller stores them after arriving at the
-// barrier, whose release then does not wait for the global stores).
+// rows' norm blocks. Leaves the collapsed quads in u (the caller stores them after arriving at
+// the barrier, whose release then does not wait for the global stores).
 template <int kRows>
 __device__ void collapse_tasks(const ClusterLaunch& p, cg::cluster_group& cluster, int block,
                                RowGroup group, const ThreadLoads<kRows>& l, ClusterShared<kRows>& s,
