@@ -77,6 +77,11 @@ inline void fill_uniform(void* out, DType dtype, std::int64_t n, unsigned long l
 inline constexpr int kLoadsInFlight = 4;
 inline constexpr int kReadStreamThreads = 512;  // threads per block of the bandwidth kernels
 
+// Blocks of the bandwidth kernels' grid: four per SM.
+inline int read_stream_blocks(int sm_count) {
+  return 4 * sm_count;
+}
+
 __global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsigned* sink) {
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -163,7 +168,7 @@ inline Bandwidth measure_bandwidth(std::int64_t bytes, int reps, int sm_count,
   uint4* src = nullptr;
   uint4* dst = nullptr;
   unsigned* sink = nullptr;
-  const int blocks = sm_count * 4;
+  const int blocks = read_stream_blocks(sm_count);
   TD_CUDA_CHECK(cudaMalloc(&src, static_cast<std::size_t>(bytes)));
   TD_CUDA_CHECK(cudaMalloc(&dst, static_cast<std::size_t>(bytes)));
   TD_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned) * static_cast<std::size_t>(blocks)));

@@ -114,7 +114,7 @@ struct Shared {
   HcParams params{kStreams, kEmbd};
   Buffer scale{Device::cuda, 3 * 4}, base{Device::cuda, kMix * 4},
       norm_weight{Device::cuda, kEmbd * 4};
-  int read_blocks = 4 * cuda_sm_count();  // the bandwidth kernel's grid (gpu_timing.cuh)
+  int read_blocks = read_stream_blocks(cuda_sm_count());
   Buffer read_sink{Device::cuda, 4 * read_blocks};
   explicit Shared(cudaStream_t s) {
     const float scales[3] = {0.5f, 0.5f, 0.5f};

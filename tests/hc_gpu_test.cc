@@ -174,6 +174,22 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   }
 }
 
+// A device copy of p's mix weights that starts one element past a 16-byte boundary, and its
+// [M, n·E] view: the grid kernel's scalar loads.
+struct MisalignedMixWeights {
+  Buffer buffer;
+  TensorView view;
+};
+
+MisalignedMixWeights misaligned_mix_weights(const HcProblem& p) {
+  std::vector<std::uint16_t> shifted(p.mix_weight.size() + 1, 0);
+  std::copy(p.mix_weight.begin(), p.mix_weight.end(), shifted.begin() + 1);
+  MisalignedMixWeights w{testing::to_device(Device::cuda, shifted), {}};
+  w.view =
+      testing::strided_view(w.buffer, DType::f16, {p.mix_width(), p.width()}, {p.width(), 1}, 1);
+  return w;
+}
+
 // The cluster kernel (16-byte aligned W: one row per cluster, or groups of 8 rows, the last one
 // partial) and the grid kernel (W one element off alignment: scalar loads, groups of 4 or 8 rows)
 // give the same bits in every output of HC-pre.
@@ -185,13 +201,9 @@ TEST_F(HcGpu, PreClusterAndGridKernelsAgreeBitwise) {
     testing::HcDeviceInputs in(p, Device::cuda);
     const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
     Buffer workspace = testing::zeroed_workspace(plan);
-    std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
-    std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
-    Buffer w_d = testing::to_device(Device::cuda, w_shifted);
-    const TensorView w_view =
-        testing::strided_view(w_d, DType::f16, {p.mix_width(), p.width()}, {p.width(), 1}, 1);
+    const MisalignedMixWeights w = misaligned_mix_weights(p);
     const testing::PreOutputs cluster = testing::run_pre(in, plan, workspace, 1);
-    const testing::PreOutputs grid = testing::run_pre(in, plan, workspace, 1, w_view);
+    const testing::PreOutputs grid = testing::run_pre(in, plan, workspace, 1, w.view);
     EXPECT_TRUE(testing::bitwise_equal(cluster.mix, grid.mix)) << "mix";
     EXPECT_TRUE(testing::bitwise_equal(cluster.split, grid.split)) << "split";
     EXPECT_TRUE(testing::bitwise_equal(cluster.collapsed, grid.collapsed)) << "collapsed";
@@ -219,19 +231,15 @@ TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
     };
     std::vector<float> x_shifted(p.x.size() + 1, 0.0f);
     std::copy(p.x.begin(), p.x.end(), x_shifted.begin() + 1);
-    std::vector<std::uint16_t> w_shifted(p.mix_weight.size() + 1, 0);
-    std::copy(p.mix_weight.begin(), p.mix_weight.end(), w_shifted.begin() + 1);
     Buffer x_d = testing::to_device(Device::cuda, x_shifted);
-    Buffer w_d = testing::to_device(Device::cuda, w_shifted);
     const TensorView x_view =
         testing::strided_view(x_d, DType::f32, {p.rows, p.params.n_hc, p.params.embd},
                               {p.x_row_stride, p.x_stream_stride, 1}, 1);
-    const TensorView w_view =
-        testing::strided_view(w_d, DType::f16, {m, p.width()}, {p.width(), 1}, 1);
+    const MisalignedMixWeights w = misaligned_mix_weights(p);
     const auto vector = norm_mix(in.x_view(), in.mix_weight_view());
     EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, in.mix_weight_view()), vector)) << "x";
-    EXPECT_TRUE(testing::bitwise_equal(norm_mix(in.x_view(), w_view), vector)) << "W";
-    EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, w_view), vector)) << "both";
+    EXPECT_TRUE(testing::bitwise_equal(norm_mix(in.x_view(), w.view), vector)) << "W";
+    EXPECT_TRUE(testing::bitwise_equal(norm_mix(x_view, w.view), vector)) << "both";
   }
 }
 

@@ -192,7 +192,7 @@ template <bool kFull, int kRows>
 __device__ void push_chunk_totals(const ClusterLaunch& p, cg::cluster_group& cluster, int block,
                                   RowGroup group, const ThreadLoads<kRows>& l,
                                   ClusterShared<kRows>& s) {
-  constexpr int kRowStride = kRows * kEntries;  // between spans
+  constexpr int kSpanStride = kRows * kEntries;  // between spans
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int half = warp / kSpansPerHalf;
@@ -227,13 +227,13 @@ __device__ void push_chunk_totals(const ClusterLaunch& p, cg::cluster_group& clu
   // Pairs with the kernel's first arrival: no block writes into another before that one has
   // started (compute-sanitizer's racecheck flags such writes).
   cluster.barrier_wait();
-  for (int e = threadIdx.x; e < kBlockChunks * kRowStride; e += kRowThreads) {
-    const int i = e / kRowStride;
+  for (int e = threadIdx.x; e < kBlockChunks * kSpanStride; e += kRowThreads) {
+    const int i = e / kSpanStride;
     const int row = e / kEntries % kRows;
     const int k = e % kEntries;
     if (block + i * kClusterBlocks >= p.chunks || row >= group.count) continue;
-    const float total = half_total(&s.spans[i][0][0][row][k], kRowStride) +
-                        half_total(&s.spans[i][1][0][row][k], kRowStride);
+    const float total = half_total(&s.spans[i][0][0][row][k], kSpanStride) +
+                        half_total(&s.spans[i][1][0][row][k], kSpanStride);
     *cluster.map_shared_rank(&s.chunks[block][i][row][k], kSplitBlock) = total;
     if (kFull && (k < kClusterN || k == kClusterM)) {  // the stream weights' logits, ρ
       for (int slab = 0; slab < p.slabs; ++slab) {
