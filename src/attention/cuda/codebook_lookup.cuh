@@ -67,25 +67,25 @@ struct LaneCodebook {
   }
 };
 
-// Stages the `bits`-wide codebook in the plain layout; entries past 2^bits read as 0, so a
-// stray high bit cannot reach uninitialised memory. Needs a block barrier before use.
+// Stages the `bits`-wide codebook in the plain layout, by the block's first kThreads threads;
+// entries past 2^bits read as 0, so a stray high bit cannot reach uninitialised memory. Needs
+// a barrier among those threads before use.
+template <int kThreads>
 __device__ __forceinline__ void stage_plain_codebook(float* table, int bits) {
-  for (int i = static_cast<int>(threadIdx.x); i < kCodebookEntries;
-       i += static_cast<int>(blockDim.x)) {
+  for (int i = static_cast<int>(threadIdx.x); i < kCodebookEntries; i += kThreads) {
     table[i] = i < (1 << bits) ? tq_tables::codebook(bits)[i] : 0.0f;
   }
 }
 
-// Stages the `bits`-wide codebook kCopies times (LaneCodebook); entries past 2^bits read as 0.
-// An entry holds the 32 bits `encode(value)` returns: the f32's own bits, or the value split
-// into bf16 high and low parts for tensor-core V (values.cuh). A thread writes an entry's
-// copies in an order rotated by its lane, so a warp's stores spread over the banks. Needs a
-// block barrier before use.
-template <int kCopies, class Encode>
+// Stages the `bits`-wide codebook kCopies times (LaneCodebook), by the block's first kThreads
+// threads; entries past 2^bits read as 0. An entry holds the 32 bits `encode(value)` returns:
+// the f32's own bits, or the value split into bf16 high and low parts for tensor-core V
+// (values.cuh). A thread writes an entry's copies in an order rotated by its lane, so a warp's
+// stores spread over the banks. Needs a barrier among those threads before use.
+template <int kCopies, int kThreads, class Encode>
 __device__ __forceinline__ void stage_lane_codebook(float* table, int bits, Encode encode) {
   auto* words = reinterpret_cast<unsigned*>(table);
-  for (int entry = static_cast<int>(threadIdx.x); entry < kCodebookEntries;
-       entry += static_cast<int>(blockDim.x)) {
+  for (int entry = static_cast<int>(threadIdx.x); entry < kCodebookEntries; entry += kThreads) {
     const unsigned value = encode(entry < (1 << bits) ? tq_tables::codebook(bits)[entry] : 0.0f);
     const int lane = entry % kBanks;
 #pragma unroll

@@ -12,20 +12,22 @@ __device__ __forceinline__ bool sign_flipped(int element) {
 }
 
 // In-place unnormalised natural-order Walsh-Hadamard transform of `rows` rows of `head_dim`
-// floats, by every thread of the block, strides 1, 2, 4, ... in the order codec_math.h fixes.
-// Starts and ends with a block barrier, so callers may write before and read after it.
-__device__ __forceinline__ void block_hadamard(float* data, int rows, int head_dim) {
+// floats, by the block's first kThreads threads, strides 1, 2, 4, ... in the order
+// codec_math.h fixes. `barrier()` synchronises those threads; the transform starts and ends
+// with it, so callers may write before and read after it.
+template <int kThreads, class Barrier>
+__device__ __forceinline__ void hadamard_rows(float* data, int rows, int head_dim,
+                                              Barrier barrier) {
   const int half = head_dim / 2;
-  __syncthreads();
+  barrier();
   for (int stride = 1; stride < head_dim; stride <<= 1) {
-    for (int pair = static_cast<int>(threadIdx.x); pair < rows * half;
-         pair += static_cast<int>(blockDim.x)) {
+    for (int pair = static_cast<int>(threadIdx.x); pair < rows * half; pair += kThreads) {
       const int row = pair / half;
       const int r = pair % half;
       const int low = row * head_dim + (r / stride) * 2 * stride + r % stride;
       tq::butterfly(data[low], data[low + stride]);
     }
-    __syncthreads();
+    barrier();
   }
 }
 

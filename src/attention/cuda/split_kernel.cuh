@@ -1,12 +1,15 @@
 // The split kernel of decode attention: one block per (query, KV head, head chunk, split)
-// streams the split's K and V rows once through a cp.async pipeline in shared memory and
-// keeps the online-softmax state (m, l, O) of every query head of its GQA group.
+// streams the split's K and V rows once through a pipeline of shared-memory stages and keeps
+// the online-softmax state (m, l, O) of every query head of its GQA group.
 //
-// Each of the 4 warps owns a quarter of the head dimension, each thread D/128 consecutive
-// elements: the thread holds its slice of every head's O in registers, so a V row is decoded
-// once for the whole group. Per tile of T positions: partial scores per warp quarter
-// (scores.cuh) -> their sum, one exp per score and a rescale per head -> O update (values.cuh:
-// CUDA cores, or tensor cores for one-byte TQ V).
+// The block is warp-specialised. A copy warp issues every cp.async of the split, refilling a
+// stage as soon as the compute warps release it (transaction barriers per stage), so the
+// compute warps never issue a copy or wait for each other to refill. Each of the 4 compute
+// warps owns a quarter of the head dimension, each thread D/128 consecutive elements: the
+// thread holds its slice of every head's O in registers, so a V row is decoded once for the
+// whole group. Per tile of T positions: partial scores per warp quarter (scores.cuh) -> their
+// sum, one exp per score and a rescale per head -> O update (values.cuh: CUDA cores, or tensor
+// cores for one-byte TQ V).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +30,7 @@
 #include "common/cp_async.cuh"
 #include "common/cuda_check.cuh"
 #include "common/dependent_launch.cuh"
+#include "common/pipeline_barriers.cuh"
 #include "common/shared_memory_opt_in.cuh"
 #include "tq/codec_math.h"
 
@@ -72,71 +76,103 @@ __device__ __forceinline__ const Element* row_start(const Element* plane, unsign
 }
 
 // Copies the tile's rows of kRowBytes bytes (logical offsets tile_begin + t) into `stage`,
-// kPitch bytes apart, with their 16-byte chunks at swizzled_chunk when kSwizzled. A thread
-// always copies the same 16-byte column of its rows.
+// kPitch bytes apart, with their 16-byte chunks at swizzled_chunk when kSwizzled: lane l of the
+// copy warp takes chunks l, l + 32, ... of the tile in row-major order.
 template <int kRowBytes, int kPitch, int kTile, bool kSwizzled>
 __device__ __forceinline__ void copy_rows(const unsigned char* rows, std::uint64_t row_stride,
                                           const SplitRows& split, int tile_begin,
-                                          unsigned char* stage) {
+                                          unsigned char* stage, int lane) {
   constexpr int kChunksPerRow = kRowBytes / 16;
-  static_assert(kSplitThreads % kChunksPerRow == 0, "whole rows per pass");
-  constexpr int kRowsPerPass = kSplitThreads / kChunksPerRow;
-  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerRow;
-  // A 64-bit per-thread base, so each copy's address is one wide multiply-add.
-  const auto column = reinterpret_cast<const unsigned char*>(__cvta_generic_to_global(rows) +
-                                                             static_cast<std::size_t>(chunk) * 16);
-
-  constexpr int kPasses = (kTile + kRowsPerPass - 1) / kRowsPerPass;
+  static_assert((kTile * kChunksPerRow) % 32 == 0, "whole passes of the warp");
+  // A lane's chunks lie in kColumns columns of the rows (1 for rows of up to 512 bytes).
+  constexpr int kColumns = kChunksPerRow > 32 ? kChunksPerRow / 32 : 1;
+  constexpr int kRowsPerPass = kChunksPerRow > 32 ? 1 : 32 / kChunksPerRow;
+  const int first_chunk = kChunksPerRow > 32 ? lane : lane % kChunksPerRow;
+  // A 64-bit base per column, so each copy's address is one wide multiply-add.
+  const auto* base = reinterpret_cast<const unsigned char*>(__cvta_generic_to_global(rows));
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int t = static_cast<int>(threadIdx.x) / kChunksPerRow + pass * kRowsPerPass;
-    if (kTile % kRowsPerPass != 0 && t >= kTile) break;
+  for (int k = 0; k < kTile * kChunksPerRow / 32; ++k) {
+    const int column = k % kColumns;
+    const int chunk = first_chunk + 32 * column;
+    const int t = k / kColumns * kRowsPerPass + (kChunksPerRow > 32 ? 0 : lane / kChunksPerRow);
     const int logical = tile_begin + t;
     const int target_chunk = kSwizzled ? swizzled_chunk(chunk, t) : chunk;
     copy_async_16(stage + t * kPitch + target_chunk * 16,
-                  row_start(column, split.row(logical), row_stride), logical < split.end ? 16 : 0);
+                  row_start(base + chunk * 16, split.row(logical), row_stride),
+                  logical < split.end ? 16 : 0);
   }
 }
 
-// The tile's norms, one 4-byte copy per thread from thread kFirstThread on (the K and V norms
-// of the all-quantized variant take different threads, and neither takes the softmax's).
-template <int kNormsPerRow, int kTile, int kFirstThread>
+// The tile's norms, one 4-byte copy per lane of the copy warp and norm.
+template <int kNormsPerRow, int kTile>
 __device__ __forceinline__ void copy_norms(const float* norms, std::uint64_t norm_stride,
-                                           const SplitRows& split, int tile_begin, float* stage) {
+                                           const SplitRows& split, int tile_begin, float* stage,
+                                           int lane) {
   constexpr int kCount = kTile * kNormsPerRow;
-  static_assert(kFirstThread + kCount <= kSplitThreads, "one norm per thread");
-  const int i = static_cast<int>(threadIdx.x) - kFirstThread;
-  if (i < 0 || i >= kCount) return;
-  const int logical = tile_begin + i / kNormsPerRow;
-  copy_async_4(stage + i, row_start(norms, split.row(logical), norm_stride) + i % kNormsPerRow,
-               logical < split.end);
+#pragma unroll
+  for (int i = lane; i < kCount; i += 32) {
+    const int logical = tile_begin + i / kNormsPerRow;
+    copy_async_4(stage + i, row_start(norms, split.row(logical), norm_stride) + i % kNormsPerRow,
+                 logical < split.end);
+  }
 }
 
-// Issues the copies of one tile into a stage (the caller commits them as one group).
+// Issues the copies of one tile into a stage, from lane `lane` of the copy warp.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin,
-                                          unsigned char* stage) {
+                                          unsigned char* stage, int lane) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   copy_rows<s.k_row_bytes, s.k_pitch, s.tile, s.k_swizzled>(split.k_rows, split.k_row_stride, split,
-                                                            tile_begin, stage + s.stage_k);
+                                                            tile_begin, stage + s.stage_k, lane);
   copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile, false>(split.v_rows, split.v_row_stride, split,
-                                                         tile_begin, stage + s.stage_v);
-  // Norms from the last threads: the first warp also runs the softmax.
-  constexpr int kNorms = s.tile * s.norms_per_row;
+                                                         tile_begin, stage + s.stage_v, lane);
   if constexpr (KC != RowCodec::f16) {
-    copy_norms<s.norms_per_row, s.tile, kSplitThreads - 2 * kNorms>(
-        split.k_norms, split.k_norm_stride, split, tile_begin,
-        reinterpret_cast<float*>(stage + s.stage_k_norms));
+    copy_norms<s.norms_per_row, s.tile>(split.k_norms, split.k_norm_stride, split, tile_begin,
+                                        reinterpret_cast<float*>(stage + s.stage_k_norms), lane);
   }
   if constexpr (VC != RowCodec::f16) {
-    copy_norms<s.norms_per_row, s.tile, kSplitThreads - kNorms>(
-        split.v_norms, split.v_norm_stride, split, tile_begin,
-        reinterpret_cast<float*>(stage + s.stage_v_norms));
+    copy_norms<s.norms_per_row, s.tile>(split.v_norms, split.v_norm_stride, split, tile_begin,
+                                        reinterpret_cast<float*>(stage + s.stage_v_norms), lane);
   }
+}
+
+// The pipeline's barriers in shared memory: per stage, `full` completes a phase when the copy
+// warp's copies of a tile have landed in the stage, `empty` when every compute thread is done
+// with the stage's tile (and, for the last stage when the query rows live there, once before
+// its first fill, when the scorers hold the rows in registers). Every thread arrives for
+// itself, so each thread's reads are ordered before the refill without a warp barrier.
+struct StageBarriers {
+  std::uint64_t* full;
+  std::uint64_t* empty;
+};
+
+// Barrier among the compute warps alone (the copy warp goes its own way).
+__device__ __forceinline__ void compute_warps_sync() {
+  named_barrier_sync<1, kSplitThreads>();
+}
+
+// The copy warp: streams the split's tiles through the stages, refilling each as soon as the
+// compute warps release it, so the copies run as far ahead as the stages allow.
+template <int D, int kHeads, RowCodec KC, RowCodec VC>
+__device__ __forceinline__ void stream_tiles(const SplitRows& source, int first_position, int tiles,
+                                             unsigned char* shared, const StageBarriers& barriers) {
+  constexpr SplitShape s(D, kHeads, KC, VC);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int stage = tile % s.stages;
+    // Releases of the stage to wait for: one per earlier tile in it, and the query rows'.
+    const int releases = tile / s.stages + (s.q_in_last_stage && stage == s.stages - 1 ? 1 : 0);
+    if (releases > 0) mbarrier_wait(barriers.empty + stage, (releases - 1) & 1);
+    copy_tile<D, kHeads, KC, VC>(source, first_position + tile * s.tile,
+                                 shared + stage * s.stage_bytes, lane);
+    mbarrier_arrive_after_copies(barriers.full + stage);
+  }
+  commit_copies();
+  wait_copies<0>();  // no copy outlives the warp
 }
 
 // Stages the block's query rows (zeros for padding heads), R_D-rotated when K is TQ
-// (SPEC §2.4), and the codebooks; ends with a block barrier.
+// (SPEC §2.4), and the codebooks, by the compute warps; ends with their barrier.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::int64_t query,
                                                    int first_head, int heads_here,
@@ -160,22 +196,23 @@ __device__ __forceinline__ void stage_block_inputs(const DecodeParams& p, std::i
     q[i] = KC == RowCodec::f16 ? values[k] : tq::apply_sign(values[k], sign_flipped(i % D));
   }
   if constexpr (KC != RowCodec::f16) {
-    stage_plain_codebook(reinterpret_cast<float*>(shared + s.k_codebook_offset), p.k.bits);
+    stage_plain_codebook<kSplitThreads>(reinterpret_cast<float*>(shared + s.k_codebook_offset),
+                                        p.k.bits);
   }
   float* v_codebook = reinterpret_cast<float*>(shared + s.v_codebook_offset);
   if constexpr (s.v_lookup == VLookup::plain) {
-    stage_plain_codebook(v_codebook, p.v.bits);
+    stage_plain_codebook<kSplitThreads>(v_codebook, p.v.bits);
   } else if constexpr (s.tensor_core_values) {
-    stage_lane_codebook<s.v_copies>(v_codebook, p.v.bits,
-                                    [](float value) { return bf16_pair(value); });
+    stage_lane_codebook<s.v_copies, kSplitThreads>(v_codebook, p.v.bits,
+                                                   [](float value) { return bf16_pair(value); });
   } else if constexpr (s.v_lookup != VLookup::none) {
-    stage_lane_codebook<s.v_copies>(v_codebook, p.v.bits,
-                                    [](float value) { return __float_as_uint(value); });
+    stage_lane_codebook<s.v_copies, kSplitThreads>(
+        v_codebook, p.v.bits, [](float value) { return __float_as_uint(value); });
   }
   if constexpr (KC != RowCodec::f16) {
-    block_hadamard(q, kHeads, D);
+    hadamard_rows<kSplitThreads>(q, kHeads, D, [] { compute_warps_sync(); });
   } else {
-    __syncthreads();
+    compute_warps_sync();
   }
 }
 
@@ -296,7 +333,8 @@ __device__ __forceinline__ void write_split_state(const DecodeParams& p, std::in
 
 // The register cap keeps the blocks that shared memory allows (up to 4) resident.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
-__global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).resident_blocks())
+__global__ void __launch_bounds__(kSplitBlockThreads,
+                                  SplitShape(D, kHeads, KC, VC).resident_blocks())
     split_kernel(const __grid_constant__ DecodeParams p) {
   constexpr SplitShape s(D, kHeads, KC, VC);
   constexpr int T = s.tile;
@@ -316,25 +354,33 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
   if (!rows.valid || split >= rows.splits) return;  // whole block: before any barrier
   const attention::SplitRange range =
       attention::split_range(rows.window.visible(), rows.splits, split, kSplitAlign);
+  const int tiles = static_cast<int>((range.end - range.begin + T - 1) / T);
+
+  const StageBarriers barriers{
+      reinterpret_cast<std::uint64_t*>(shared + s.barrier_offset),
+      reinterpret_cast<std::uint64_t*>(shared + s.barrier_offset) + s.stages};
+  if (threadIdx.x == 0) {
+    for (int stage = 0; stage < s.stages; ++stage) {
+      mbarrier_init(barriers.full + stage, 32);              // every lane of the copy warp
+      mbarrier_init(barriers.empty + stage, kSplitThreads);  // every compute thread
+    }
+  }
+  __syncthreads();  // the block's only full barrier: the copy warp leaves after its stream
+  if (threadIdx.x >= kSplitThreads) {
+    stream_tiles<D, kHeads, KC, VC>(split_rows<KC, VC>(p, rows, kv_head, range.end),
+                                    static_cast<int>(range.begin), tiles, shared, barriers);
+    return;
+  }
+
   const int first_head = kv_head * p.group + chunk * kHeads;
   const int heads_here = min(kHeads, p.group - chunk * kHeads);
-  const SplitRows source = split_rows<KC, VC>(p, rows, kv_head, range.end);
-  const int tiles = static_cast<int>((range.end - range.begin + T - 1) / T);
-  // Start streaming before the prologue's own latency.
-#pragma unroll
-  for (int stage = 0; stage < s.stages - 1; ++stage) {
-    if (stage < tiles) {
-      copy_tile<D, kHeads, KC, VC>(source, static_cast<int>(range.begin) + stage * T,
-                                   shared + stage * s.stage_bytes);
-    }
-    commit_copies();
-  }
   stage_block_inputs<D, kHeads, KC, VC>(p, query, first_head, heads_here, shared);
-
   const LaneSlice slice(D, static_cast<int>(threadIdx.x));
-  // Copies q into registers: q may live in the last stage, which the first tile refills.
+  // Copies q into registers; where q lives in the last stage, the copy warp fills that stage
+  // only once every compute warp has released it here.
   const TileScorer<D, kHeads, KC, VC> scorer(reinterpret_cast<const float*>(shared + s.q_offset),
                                              slice);
+  if constexpr (s.q_in_last_stage) mbarrier_arrive(barriers.empty + s.stages - 1);
   TileValues<D, kHeads, KC, VC> values(reinterpret_cast<const float*>(shared + s.v_codebook_offset),
                                        slice);
   float* partial = reinterpret_cast<float*>(shared + s.partial_offset);
@@ -345,18 +391,12 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
 
   for (int tile = 0; tile < tiles; ++tile) {
-    wait_copies<s.stages - 2>();
-    __syncthreads();  // the tile is visible to all; everyone is done with the stage refilled next
-    if (tile + s.stages - 1 < tiles) {
-      copy_tile<D, kHeads, KC, VC>(source,
-                                   static_cast<int>(range.begin) + (tile + s.stages - 1) * T,
-                                   shared + ((tile + s.stages - 1) % s.stages) * s.stage_bytes);
-    }
-    commit_copies();
-    const unsigned char* stage = shared + (tile % s.stages) * s.stage_bytes;
+    const int stage_index = tile % s.stages;
+    mbarrier_wait(barriers.full + stage_index, (tile / s.stages) & 1);
+    const unsigned char* stage = shared + stage_index * s.stage_bytes;
     scorer.score(stage, reinterpret_cast<const float*>(shared + s.k_codebook_offset),
                  inverse_scale_factor_d512, partial);
-    __syncthreads();
+    compute_warps_sync();
     if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
       const WeightScales<D, kHeads, KC, VC> scales(stage, inverse_scale_factor_d512);
       const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
@@ -364,10 +404,10 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
           softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, rescale);
       store_weight<D, kHeads, KC, VC>(weight, scales, weights);
     }
-    __syncthreads();
+    compute_warps_sync();
     values.accumulate(stage, weights, rescale);
+    mbarrier_arrive(barriers.empty + stage_index);  // after this thread's reads of the stage
   }
-  wait_copies<0>();  // no copy may outlive the block
 
   write_split_state<D, kHeads, KC, VC>(p, (query * p.n_heads + first_head) * p.max_splits + split,
                                        heads_here, values, m_run, l_run);
@@ -377,7 +417,7 @@ __global__ void __launch_bounds__(kSplitThreads, SplitShape(D, kHeads, KC, VC).r
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 void launch_split(const DecodeParams& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
-  split_kernel<D, kHeads, KC, VC><<<grid, kSplitThreads, kSharedBytes, stream>>>(p);
+  split_kernel<D, kHeads, KC, VC><<<grid, kSplitBlockThreads, kSharedBytes, stream>>>(p);
   TD_CUDA_CHECK_LAUNCH("split_kernel");
 }
 

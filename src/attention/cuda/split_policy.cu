@@ -18,7 +18,7 @@ constexpr std::int64_t kMinSplitTokens = 128;
 int resident_blocks_per_sm(const decode::SplitKernel& kernel) {
   int blocks = 0;
   TD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, kernel.function, decode::kSplitThreads, kernel.shared_bytes));
+      &blocks, kernel.function, decode::kSplitBlockThreads, kernel.shared_bytes));
   return std::max(blocks, 1);
 }
 

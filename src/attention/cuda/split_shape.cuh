@@ -11,8 +11,11 @@
 
 namespace turbodecode::cuda::decode {
 
+// Compute warps of a block (they own the head dimension's quarters), and the block with its
+// copy warp, which alone streams the tiles into the pipeline's stages.
 inline constexpr int kSplitWarps = 4;
 inline constexpr int kSplitThreads = kSplitWarps * 32;
+inline constexpr int kSplitBlockThreads = kSplitThreads + 32;
 // Shared memory of an SM on sm_90 and what the system reserves per resident block: how the
 // tile is sized for a number of resident blocks.
 inline constexpr int kSharedBytesPerSm = 228 * 1024;
@@ -55,8 +58,9 @@ struct SplitShape {
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
   // Byte offsets inside one stage, then of each shared region.
   int stage_k, stage_v, stage_k_norms, stage_v_norms, stage_bytes;
+  bool q_in_last_stage;  // the query rows share the last stage (see lay_out)
   int q_offset, partial_offset, weight_offset, rescale_offset, k_codebook_offset, v_codebook_offset,
-      shared_bytes;
+      barrier_offset, shared_bytes;
 
   __host__ __device__ constexpr SplitShape(int d, int h, RowCodec k_codec, RowCodec v_codec)
       : head_dim(d),
@@ -85,12 +89,14 @@ struct SplitShape {
         stage_k_norms(0),
         stage_v_norms(0),
         stage_bytes(0),
+        q_in_last_stage(false),
         q_offset(0),
         partial_offset(0),
         weight_offset(0),
         rescale_offset(0),
         k_codebook_offset(0),
         v_codebook_offset(0),
+        barrier_offset(0),
         shared_bytes(0) {
     // The FMA path keeps at most 64 scores per tile (registers of its reduction); the mma
     // path needs whole 16-row blocks and at most 128 scores (8 head columns).
@@ -137,18 +143,20 @@ struct SplitShape {
     stage_k_norms = stage_v + tile * v_row_bytes;
     stage_v_norms = stage_k_norms + tile * k_norm_bytes;
     stage_bytes = stage_v_norms + tile * v_norm_bytes;
-    // The scorers copy the query rows into registers before the pipeline's first barrier,
-    // and the last stage is first refilled after it (the prologue fills the others), so the
-    // rows live in that stage when they fit: 16 KB less at D 512 with 8 heads, which lets
+    // The scorers copy the query rows into registers before they release the last stage
+    // for its first fill (the copy warp fills the others meanwhile), so the rows live in that
+    // stage when they fit: 16 KB less at D 512 with 8 heads, which lets
     // two blocks share an SM where F16 V left room for one.
-    const bool q_in_last_stage = heads * head_dim * 4 <= stage_bytes;
+    q_in_last_stage = heads * head_dim * 4 <= stage_bytes;
     q_offset = (q_in_last_stage ? stages - 1 : stages) * stage_bytes;
     partial_offset = stages * stage_bytes + (q_in_last_stage ? 0 : heads * head_dim * 4);
     weight_offset = partial_offset + kSplitWarps * reduce_width * 4;
     rescale_offset = weight_offset + weight_sets * pairs * 4;
     k_codebook_offset = rescale_offset + 16 * 4;
     v_codebook_offset = k_codebook_offset + (tensor_core_scores ? 0 : kCodebookEntries * 4);
-    shared_bytes = v_codebook_offset + codebook_bytes(v_lookup, v_copies);
+    // A full and an empty barrier per stage (8 bytes each, 8-byte aligned).
+    barrier_offset = (v_codebook_offset + codebook_bytes(v_lookup, v_copies) + 7) / 8 * 8;
+    shared_bytes = barrier_offset + 2 * stages * 8;
   }
 };
 
