@@ -342,6 +342,41 @@ TEST(AttentionGpu, DeterministicAndBatchInvariant) {
   }
 }
 
+// A batch large enough that each split block takes several consecutive splits of its query
+// (64 queries × 512 splits per KV head fill at least 32 waves of resident split blocks on any
+// device, as a wave holds at most 1024 splits per KV head, so blocks take at least two) gives
+// each query the bits it gets alone, where every split has its own block, and matches the
+// oracle. The lengths leave empty splits and a partial last tile inside multi-split blocks.
+TEST(AttentionGpu, BlocksOfSeveralSplitsEqualOneSplitBlocks) {
+  SKIP_WITHOUT_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  LongCase long_case(RowFormat::tq8, 4, seed);
+  long_case.options.fixed_splits = 512;
+  const auto& [config, cache, options] = long_case;
+  constexpr std::int64_t n = 64;
+  const std::int32_t edges[] = {0, 31, 129, 5999};
+  std::vector<std::int32_t> slots, positions;
+  for (std::int32_t i = 0; i < n; ++i) {
+    slots.push_back(i % 4);
+    positions.push_back(i < 4 ? edges[i] : 37 + 93 * i);
+  }
+  const DecodePlan plan = plan_decode(config, options, n);
+  const std::int64_t row_floats = options.n_heads * config.head_dim;
+  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row_floats), seed);
+  DeviceCall batch(plan, q, slots, positions);
+  batch.run(plan, cache.device.view());
+  const std::vector<float> together = batch.output();
+  EXPECT_LE(testing::relative_l2(together, oracle::decode_attention(cache.host.view(), options, q,
+                                                                    slots, positions)),
+            kTolerance);
+  for (std::int64_t i = 0; i < n; ++i) {
+    DeviceCall alone(plan, query_rows(q, i, 1, row_floats), {slots[i]}, {positions[i]});
+    alone.run(plan, cache.device.view());
+    ASSERT_EQ(alone.output(), query_rows(together, i, 1, row_floats)) << "query " << i;
+  }
+}
+
 #ifdef TURBODECODE_WITH_CUDA
 // A graph captured once for the longest lengths replays correctly as lengths grow (read from
 // device memory), equals eager runs bitwise, and writes NaN for a row naming an unknown slot.

@@ -1,6 +1,7 @@
-// The split kernel of decode attention: one block per (query, KV head, head chunk, split)
-// streams the split's K and V rows once through a pipeline of shared-memory stages and keeps
-// the online-softmax state (m, l, O) of every query head of its GQA group.
+// The split kernel of decode attention: one block per (query, KV head, head chunk) and run of
+// consecutive splits streams the splits' K and V rows once through a pipeline of shared-memory
+// stages and keeps the online-softmax state (m, l, O) of every query head of its GQA group,
+// written once per split.
 //
 // The block is warp-specialised. A copy warp issues every cp.async of the split, refilling a
 // stage as soon as the compute warps release it (transaction barriers per stage), so the
@@ -331,8 +332,11 @@ __device__ __forceinline__ void write_split_state(const DecodeParams& p, std::in
   }
 }
 
-// The register cap keeps the blocks that shared memory allows (up to 4) resident.
-template <int D, int kHeads, RowCodec KC, RowCodec VC>
+// The register cap keeps the blocks that shared memory allows (up to 4) resident. With
+// kSeveralSplits, a block takes several consecutive splits of its query (run_decode's large
+// launches); without, one, and the split loop compiles away (the extra loop state costs the
+// tile loop registers: the one-split instance of 16/8 D 256 tq8 ran 3–8% slower with it).
+template <int D, int kHeads, RowCodec KC, RowCodec VC, bool kSeveralSplits>
 __global__ void __launch_bounds__(kSplitBlockThreads,
                                   SplitShape(D, kHeads, KC, VC).resident_blocks())
     split_kernel(const __grid_constant__ DecodeParams p) {
@@ -346,15 +350,28 @@ __global__ void __launch_bounds__(kSplitBlockThreads,
   // grid to complete before it reads any state.
   allow_dependent_grids();
 
-  const int split = static_cast<int>(blockIdx.x);
   const int kv_head = static_cast<int>(blockIdx.y) / p.head_chunks;
   const int chunk = static_cast<int>(blockIdx.y) % p.head_chunks;
   const std::int64_t query = blockIdx.z;
   const QueryRows rows = resolve_query(p, query);
-  if (!rows.valid || split >= rows.splits) return;  // whole block: before any barrier
-  const attention::SplitRange range =
-      attention::split_range(rows.window.visible(), rows.splits, split, kSplitAlign);
-  const int tiles = static_cast<int>((range.end - range.begin + T - 1) / T);
+  if (!rows.valid) return;  // whole block: before any barrier
+  // The block takes splits [first_split, end_split) of its query: the fewest consecutive
+  // splits per block that the grid's blocks along x cover. They are contiguous positions
+  // (boundaries on whole tiles), so the copy warp streams them as one range; only the compute
+  // warps see where one ends.
+  const int splits_per_block =
+      kSeveralSplits ? (rows.splits + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x)
+                     : 1;
+  const int first_split = static_cast<int>(blockIdx.x) * splits_per_block;
+  if (first_split >= rows.splits) return;
+  const int end_split =
+      kSeveralSplits ? min(first_split + splits_per_block, rows.splits) : first_split + 1;
+  const std::int64_t visible = rows.window.visible();
+  const auto split_of = [&](int split) {
+    return attention::split_range(visible, rows.splits, split, kSplitAlign);
+  };
+  const std::int64_t begin = split_of(first_split).begin;
+  const std::int64_t end = split_of(end_split - 1).end;
 
   const StageBarriers barriers{
       reinterpret_cast<std::uint64_t*>(shared + s.barrier_offset),
@@ -367,8 +384,9 @@ __global__ void __launch_bounds__(kSplitBlockThreads,
   }
   __syncthreads();  // the block's only full barrier: the copy warp leaves after its stream
   if (threadIdx.x >= kSplitThreads) {
-    stream_tiles<D, kHeads, KC, VC>(split_rows<KC, VC>(p, rows, kv_head, range.end),
-                                    static_cast<int>(range.begin), tiles, shared, barriers);
+    stream_tiles<D, kHeads, KC, VC>(split_rows<KC, VC>(p, rows, kv_head, end),
+                                    static_cast<int>(begin),
+                                    static_cast<int>((end - begin + T - 1) / T), shared, barriers);
     return;
   }
 
@@ -377,56 +395,71 @@ __global__ void __launch_bounds__(kSplitBlockThreads,
   stage_block_inputs<D, kHeads, KC, VC>(p, query, first_head, heads_here, shared);
   const LaneSlice slice(D, static_cast<int>(threadIdx.x));
   // Copies q into registers; where q lives in the last stage, the copy warp fills that stage
-  // only once every compute warp has released it here.
+  // only once every compute thread has released it here.
   const TileScorer<D, kHeads, KC, VC> scorer(reinterpret_cast<const float*>(shared + s.q_offset),
                                              slice);
   if constexpr (s.q_in_last_stage) mbarrier_arrive(barriers.empty + s.stages - 1);
-  TileValues<D, kHeads, KC, VC> values(reinterpret_cast<const float*>(shared + s.v_codebook_offset),
-                                       slice);
   float* partial = reinterpret_cast<float*>(shared + s.partial_offset);
   float* weights = reinterpret_cast<float*>(shared + s.weight_offset);
   float* rescale = reinterpret_cast<float*>(shared + s.rescale_offset);
-  float m_run = -INFINITY;
-  float l_run = 0.0f;
   const float inverse_scale_factor_d512 = 1.0f / p.scale_factor_d512;
 
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage_index = tile % s.stages;
-    mbarrier_wait(barriers.full + stage_index, (tile / s.stages) & 1);
-    const unsigned char* stage = shared + stage_index * s.stage_bytes;
-    scorer.score(stage, reinterpret_cast<const float*>(shared + s.k_codebook_offset),
-                 inverse_scale_factor_d512, partial);
-    compute_warps_sync();
-    if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
-      const WeightScales<D, kHeads, KC, VC> scales(stage, inverse_scale_factor_d512);
-      const auto valid_rows = static_cast<int>(range.end - range.begin - tile * T);
-      const float weight =
-          softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, rescale);
-      store_weight<D, kHeads, KC, VC>(weight, scales, weights);
+  int first_tile = 0;  // the split's first tile in the block's stream
+  int split = first_split;
+  do {
+    const attention::SplitRange range = split_of(split);
+    const int split_tiles = static_cast<int>((range.end - range.begin + T - 1) / T);
+    TileValues<D, kHeads, KC, VC> values(
+        reinterpret_cast<const float*>(shared + s.v_codebook_offset), slice);
+    float m_run = -INFINITY;
+    float l_run = 0.0f;
+    for (int split_tile = 0; split_tile < split_tiles; ++split_tile) {
+      const int tile = first_tile + split_tile;
+      const int stage_index = tile % s.stages;
+      mbarrier_wait(barriers.full + stage_index, (tile / s.stages) & 1);
+      const unsigned char* stage = shared + stage_index * s.stage_bytes;
+      scorer.score(stage, reinterpret_cast<const float*>(shared + s.k_codebook_offset),
+                   inverse_scale_factor_d512, partial);
+      compute_warps_sync();
+      if (static_cast<int>(threadIdx.x) < s.reduce_width) {  // whole warps
+        const WeightScales<D, kHeads, KC, VC> scales(stage, inverse_scale_factor_d512);
+        const auto valid_rows = static_cast<int>(range.end - range.begin - split_tile * T);
+        const float weight =
+            softmax_tile<T, s.pairs, s.reduce_width>(p, partial, valid_rows, m_run, l_run, rescale);
+        store_weight<D, kHeads, KC, VC>(weight, scales, weights);
+      }
+      compute_warps_sync();
+      values.accumulate(stage, weights, rescale);
+      mbarrier_arrive(barriers.empty + stage_index);  // after this thread's reads of the stage
     }
-    compute_warps_sync();
-    values.accumulate(stage, weights, rescale);
-    mbarrier_arrive(barriers.empty + stage_index);  // after this thread's reads of the stage
-  }
-
-  write_split_state<D, kHeads, KC, VC>(p, (query * p.n_heads + first_head) * p.max_splits + split,
-                                       heads_here, values, m_run, l_run);
+    first_tile += split_tiles;
+    write_split_state<D, kHeads, KC, VC>(p, (query * p.n_heads + first_head) * p.max_splits + split,
+                                         heads_here, values, m_run, l_run);
+  } while (kSeveralSplits && ++split < end_split);  // one pass in the one-split instance
 }
 
-// Launches split_kernel over grid (max_splits, n_kv_heads · head_chunks, n_queries).
+// Launches split_kernel over grid (split blocks per query, n_kv_heads · head_chunks, n_queries):
+// the instance whose blocks take several splits when there are fewer blocks than splits.
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 void launch_split(const DecodeParams& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
-  split_kernel<D, kHeads, KC, VC><<<grid, kSplitBlockThreads, kSharedBytes, stream>>>(p);
+  if (static_cast<int>(grid.x) < p.max_splits) {
+    split_kernel<D, kHeads, KC, VC, true><<<grid, kSplitBlockThreads, kSharedBytes, stream>>>(p);
+  } else {
+    split_kernel<D, kHeads, KC, VC, false><<<grid, kSplitBlockThreads, kSharedBytes, stream>>>(p);
+  }
   TD_CUDA_CHECK_LAUNCH("split_kernel");
 }
 
 template <int D, int kHeads, RowCodec KC, RowCodec VC>
 SplitKernel split_kernel_for() {
   constexpr int kSharedBytes = SplitShape(D, kHeads, KC, VC).shared_bytes;
-  static SharedMemoryOptIn opt_in;
-  opt_in.ensure(reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes);
-  return {reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC>), kSharedBytes,
+  static SharedMemoryOptIn one_split_opt_in, several_splits_opt_in;
+  one_split_opt_in.ensure(reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC, false>),
+                          kSharedBytes);
+  several_splits_opt_in.ensure(
+      reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC, true>), kSharedBytes);
+  return {reinterpret_cast<const void*>(&split_kernel<D, kHeads, KC, VC, false>), kSharedBytes,
           &launch_split<D, kHeads, KC, VC>};
 }
 
