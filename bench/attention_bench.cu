@@ -48,19 +48,21 @@ KvCacheConfig cache_config(const DecodeShape& shape) {
   config.capacity = shape.max_length();
   config.head_dim = shape.head_dim;
   config.kind = LayerKind::linear;
-  config.k_format = RowFormat::f16;
+  config.k_format = shape.k_format;
   config.v_format = shape.v_format;
   config.device = Device::cuda;
   return config;
 }
 
-// Bytes a decode step must move: every visible K row (F16) and V row (codes + norms, or F16)
-// once per KV head, the query and the output (f32), and the two index arrays.
+// Bytes a decode step must move: every visible K and V row (F16, or codes + norms) once per
+// KV head, the query and the output (f32), and the two index arrays.
 std::int64_t decode_bytes(const DecodeShape& shape) {
   const int d = shape.head_dim;
-  const std::int64_t v_norms = is_quantized(shape.v_format) ? 4 * norms_per_row(d) : 0;
+  const auto stored_row = [d](RowFormat format) {
+    return row_bytes(format, d) + (is_quantized(format) ? 4 * norms_per_row(d) : 0);
+  };
   const std::int64_t per_position =
-      shape.n_kv_heads * (row_bytes(RowFormat::f16, d) + row_bytes(shape.v_format, d) + v_norms);
+      shape.n_kv_heads * (stored_row(shape.k_format) + stored_row(shape.v_format));
   const std::int64_t per_query = 2 * std::int64_t{shape.n_heads} * d * 4 + 2 * 4;
   return shape.total_length() * per_position + shape.batch() * per_query;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,8 @@ struct DecodeShape {
   int head_dim = 256;
   std::vector<std::int64_t> lengths;  // one per query row (= slot)
   RowFormat v_format = RowFormat::tq8;
-  bool mixed = false;  // lengths differ between rows
+  bool mixed = false;                   // lengths differ between rows
+  RowFormat k_format = RowFormat::f16;  // TQ: the all-quantized variant
 
   std::int64_t batch() const { return static_cast<std::int64_t>(lengths.size()); }
   std::int64_t max_length() const {
@@ -42,14 +44,26 @@ struct DecodeShape {
     s += std::to_string(batch());
     s += mixed ? " L<=" : " L=";
     s += std::to_string(max_length());
+    if (k_format != RowFormat::f16) {
+      s += " K ";
+      s += format_name(k_format);
+      s += " V";
+    }
     s += " ";
     s += format_name(v_format);
     return s;
   }
   nlohmann::json to_json() const {
-    return {{"label", label()},     {"n_heads", n_heads}, {"n_kv_heads", n_kv_heads},
-            {"head_dim", head_dim}, {"batch", batch()},   {"max_length", max_length()},
-            {"lengths", lengths},   {"mixed", mixed},     {"v_format", format_name(v_format)}};
+    return {{"label", label()},
+            {"n_heads", n_heads},
+            {"n_kv_heads", n_kv_heads},
+            {"head_dim", head_dim},
+            {"batch", batch()},
+            {"max_length", max_length()},
+            {"lengths", lengths},
+            {"mixed", mixed},
+            {"v_format", format_name(v_format)},
+            {"k_format", format_name(k_format)}};
   }
 };
 
@@ -93,6 +107,16 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
   shapes.push_back({16, 8, 256,
                     quick ? spread_lengths(4, 1024, 8192) : spread_lengths(16, 1024, 65536),
                     RowFormat::tq8, true});
+  // The all-quantized variant (K 8-bit TQ too), at a group of 2 and of 8 query heads per KV head.
+  if (!quick) {
+    for (const auto& [heads, kv_heads, d] : {std::tuple{16, 8, 256}, std::tuple{16, 2, 512}}) {
+      for (const std::int64_t batch : {1, 8}) {
+        shapes.push_back({heads, kv_heads, d,
+                          std::vector<std::int64_t>(static_cast<std::size_t>(batch), 32768),
+                          RowFormat::tq8, false, RowFormat::tq8});
+      }
+    }
+  }
   return shapes;
 }
 

@@ -84,7 +84,9 @@ def plot(ours, peers, path):
         if "error" in row or row["mixed"]:
             continue
         gbps = row["bytes"] / (our_best_us(row) * 1e3)
-        lines.setdefault(("ours", row["head_dim"], row["v_format"]), {}).setdefault(
+        k_format = row.get("k_format", "f16")
+        fmt = row["v_format"] if k_format == "f16" else f"K {k_format} V {row['v_format']}"
+        lines.setdefault(("ours", row["head_dim"], fmt), {}).setdefault(
             row["batch"], []).append((row["max_length"], gbps))
         peer = peers.get(row["label"])
         if peer and row["v_format"] == "f16":
