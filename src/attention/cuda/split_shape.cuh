@@ -126,10 +126,16 @@ struct SplitShape {
   }
 
   // Blocks per SM the kernel is compiled for (its register cap): what shared memory allows,
-  // at most 4 (16 warps hide the per-tile chain; more would squeeze registers for nothing).
+  // at most 4 (16 compute warps hide the per-tile chain; more would squeeze registers for
+  // nothing). The FMA scorer (TQ K) keeps every head's q slice and partial sums in registers:
+  // with 4 or more heads the 4-block cap (96 per thread) made ptxas spill 28–408 bytes, and
+  // with 32 q values per thread (D 512, 8 heads) the 3-block cap (136) too; those instances
+  // are compiled for fewer blocks.
   __host__ __device__ constexpr int resident_blocks() const {
-    const int blocks = blocks_per_sm_by_shared(shared_bytes);
-    return blocks < 4 ? blocks : 4;
+    const int by_shared = blocks_per_sm_by_shared(shared_bytes);
+    const int by_registers =
+        tensor_core_scores ? 4 : (heads * lane_elements >= 32 ? 2 : (heads >= 4 ? 3 : 4));
+    return by_shared < by_registers ? by_shared : by_registers;
   }
 
  private:
