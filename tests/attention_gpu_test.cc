@@ -313,6 +313,31 @@ std::vector<float> query_rows(const std::vector<float>& q, std::int64_t first, s
   return {q.begin() + first * row_floats, q.begin() + (first + count) * row_floats};
 }
 
+// Runs the queries as one batch, checks it against the oracle and checks that each query run
+// alone gives the same bits (SPEC §2.6); returns the batch's output.
+std::vector<float> run_batch_and_alone(const LongCase& long_case,
+                                       const std::vector<std::int32_t>& slots,
+                                       const std::vector<std::int32_t>& positions,
+                                       std::uint64_t seed) {
+  const auto& [config, cache, options] = long_case;
+  const auto n = static_cast<std::int64_t>(slots.size());
+  const DecodePlan plan = plan_decode(config, options, n);
+  const std::int64_t row_floats = options.n_heads * config.head_dim;
+  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row_floats), seed);
+  DeviceCall batch(plan, q, slots, positions);
+  batch.run(plan, cache.device.view());
+  const std::vector<float> together = batch.output();
+  EXPECT_LE(testing::relative_l2(together, oracle::decode_attention(cache.host.view(), options, q,
+                                                                    slots, positions)),
+            kTolerance);
+  for (std::int64_t i = 0; i < n; ++i) {
+    DeviceCall alone(plan, query_rows(q, i, 1, row_floats), {slots[i]}, {positions[i]});
+    alone.run(plan, cache.device.view());
+    EXPECT_EQ(alone.output(), query_rows(together, i, 1, row_floats)) << "query " << i;
+  }
+  return together;
+}
+
 // The same call twice gives the same bits, and each query's output is the same whether it runs
 // alone or in a batch of other lengths (SPEC §2.6).
 TEST(AttentionGpu, DeterministicAndBatchInvariant) {
@@ -320,26 +345,11 @@ TEST(AttentionGpu, DeterministicAndBatchInvariant) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const LongCase long_case(RowFormat::tq8, 16, seed);
-  const auto& [config, cache, options] = long_case;
   const std::vector<std::int32_t> slots = {0, 1, 2, 3, 1};
   const std::vector<std::int32_t> positions = {5999, 0, 4000, 700, 129};
-  const auto n = static_cast<std::int64_t>(slots.size());
-  const DecodePlan plan = plan_decode(config, options, n);
-  const std::int64_t row_floats = options.n_heads * config.head_dim;
-  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row_floats), seed);
-  DeviceCall batch(plan, q, slots, positions);
-  batch.run(plan, cache.device.view());
-  const std::vector<float> first = batch.output();
-  batch.run(plan, cache.device.view());
-  EXPECT_EQ(first, batch.output()) << "two identical runs differ";
-  EXPECT_LE(testing::relative_l2(
-                first, oracle::decode_attention(cache.host.view(), options, q, slots, positions)),
-            kTolerance);
-  for (std::int64_t i = 0; i < n; ++i) {
-    DeviceCall alone(plan, query_rows(q, i, 1, row_floats), {slots[i]}, {positions[i]});
-    alone.run(plan, cache.device.view());
-    EXPECT_EQ(alone.output(), query_rows(first, i, 1, row_floats)) << "query " << i;
-  }
+  const std::vector<float> first = run_batch_and_alone(long_case, slots, positions, seed);
+  EXPECT_EQ(first, run_batch_and_alone(long_case, slots, positions, seed))
+      << "two identical runs differ";
 }
 
 // A batch large enough that each split block takes several consecutive splits of its query
@@ -353,28 +363,13 @@ TEST(AttentionGpu, BlocksOfSeveralSplitsEqualOneSplitBlocks) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   LongCase long_case(RowFormat::tq8, 4, seed);
   long_case.options.fixed_splits = 512;
-  const auto& [config, cache, options] = long_case;
-  constexpr std::int64_t n = 64;
   const std::int32_t edges[] = {0, 31, 129, 5999};
   std::vector<std::int32_t> slots, positions;
-  for (std::int32_t i = 0; i < n; ++i) {
+  for (std::int32_t i = 0; i < 64; ++i) {
     slots.push_back(i % 4);
     positions.push_back(i < 4 ? edges[i] : 37 + 93 * i);
   }
-  const DecodePlan plan = plan_decode(config, options, n);
-  const std::int64_t row_floats = options.n_heads * config.head_dim;
-  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row_floats), seed);
-  DeviceCall batch(plan, q, slots, positions);
-  batch.run(plan, cache.device.view());
-  const std::vector<float> together = batch.output();
-  EXPECT_LE(testing::relative_l2(together, oracle::decode_attention(cache.host.view(), options, q,
-                                                                    slots, positions)),
-            kTolerance);
-  for (std::int64_t i = 0; i < n; ++i) {
-    DeviceCall alone(plan, query_rows(q, i, 1, row_floats), {slots[i]}, {positions[i]});
-    alone.run(plan, cache.device.view());
-    ASSERT_EQ(alone.output(), query_rows(together, i, 1, row_floats)) << "query " << i;
-  }
+  run_batch_and_alone(long_case, slots, positions, seed);
 }
 
 #ifdef TURBODECODE_WITH_CUDA
