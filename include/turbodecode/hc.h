@@ -82,7 +82,10 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // deterministic and independent of the batch. Up to 512 rows (n = 4, E ≤ 5120, 16-byte aligned x
 // and W) the rows instead run on clusters of 16 thread blocks, one per row or per group of 8
 // rows, that exchange the same chunk sums through distributed shared memory (the workspace is
-// then not touched); a row's results are bitwise the same either way.
+// then not touched); a row's results are bitwise the same either way. On clusters, the
+// parameters (mix_weight, and for HC-pre scale, base and norm_weight) are read as soon as the
+// launch starts, which may be while the kernel before it on the stream still runs: they must
+// not be written by the kernel launched just before (x may be).
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may

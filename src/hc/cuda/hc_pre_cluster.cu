@@ -131,9 +131,11 @@ __device__ __forceinline__ std::int64_t slab_element(int slab) {
   return static_cast<std::int64_t>(slab) * kSlabElements + kQuad * threadIdx.x;
 }
 
+// The thread's parameter loads: W, the split's scale and base, the RMSNorm weights. No kernel of
+// a layer's chain writes them, so they are issued before the kernel waits for the one before it.
 template <bool kFull, int kRows>
-__device__ void issue_loads(const ClusterLaunch& p, int block, RowGroup group,
-                            ThreadLoads<kRows>& l) {
+__device__ void issue_parameter_loads(const ClusterLaunch& p, int block, RowGroup group,
+                                      ThreadLoads<kRows>& l) {
   const hc::NormMixArgs& a = p.norm_mix;
   const int g = static_cast<int>(threadIdx.x) % kWarpSize / 4;
   const int embd = static_cast<int>(a.embd);
@@ -151,6 +153,31 @@ __device__ void issue_loads(const ClusterLaunch& p, int block, RowGroup group,
           inside ? __ldg(reinterpret_cast<const uint4*>(weight_rows[r] + column)) : uint4{};
     }
   }
+  if constexpr (kFull) {
+    const hc::SplitCollapseArgs& sc = p.split_collapse;
+    if (has_task(p, group, block, 0)) {
+      l.pre_scale = __ldg(sc.split.scale);
+#pragma unroll
+      for (int h = 0; h < kClusterN; ++h) l.pre_base[h] = __ldg(sc.split.base + h);
+    }
+    if (block < group.count) {  // the norm block of row `block`
+#pragma unroll
+      for (int j = 0; j < kMaxSlabs; ++j) {
+        const std::int64_t e = slab_element(j);
+        l.norm_weight[j] =
+            j < p.slabs && e < a.embd ? load_quad<true>(sc.norm.weight, e, a.embd) : Quad{};
+      }
+    }
+  }
+}
+
+// The thread's input loads: the rows' x (the kernel before may have written it).
+template <bool kFull, int kRows>
+__device__ void issue_input_loads(const ClusterLaunch& p, int block, RowGroup group,
+                                  ThreadLoads<kRows>& l) {
+  const hc::NormMixArgs& a = p.norm_mix;
+  const int g = static_cast<int>(threadIdx.x) % kWarpSize / 4;
+  const int embd = static_cast<int>(a.embd);
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
     const int column = span_column(block, i);
@@ -169,19 +196,6 @@ __device__ void issue_loads(const ClusterLaunch& p, int block, RowGroup group,
       const SlabTask task = slab_task<kRows>(p, block + u * kSlabBlocks);
       const std::int64_t d = slab_element(task.slab);
       if (d < a.embd) load_stream_quads(sc.collapse, group.first + task.row, d, l.streams[u]);
-    }
-    if (has_task(p, group, block, 0)) {
-      l.pre_scale = __ldg(sc.split.scale);
-#pragma unroll
-      for (int h = 0; h < kClusterN; ++h) l.pre_base[h] = __ldg(sc.split.base + h);
-    }
-    if (block < group.count) {  // the norm block of row `block`
-#pragma unroll
-      for (int j = 0; j < kMaxSlabs; ++j) {
-        const std::int64_t e = slab_element(j);
-        l.norm_weight[j] =
-            j < p.slabs && e < a.embd ? load_quad<true>(sc.norm.weight, e, a.embd) : Quad{};
-      }
     }
   }
 }
@@ -382,12 +396,13 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRows;
   const std::int64_t left = p.norm_mix.rows - first;
   const RowGroup group{first, static_cast<int>(left < kRows ? left : kRows)};
-  // The launch may overlap the kernel before (nothing is read before that completes), and the
-  // kernel after may start on the SMs the cluster leaves idle.
+  // The launch may overlap the kernel before (only parameters are read before that completes),
+  // and the kernel after may start on the SMs the cluster leaves idle.
   allow_dependent_grids();
-  wait_for_prior_grids();
   ThreadLoads<kRows> loads;
-  issue_loads<kFull>(p, block, group, loads);
+  issue_parameter_loads<kFull>(p, block, group, loads);
+  wait_for_prior_grids();
+  issue_input_loads<kFull>(p, block, group, loads);
   // This block has started (waited for before the first write into another block).
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   push_chunk_totals<kFull>(p, cluster, block, group, loads, s);
