@@ -9,8 +9,9 @@
 
 namespace turbodecode::cuda::decode {
 
-// One compiled split kernel: its entry (for occupancy queries), dynamic shared memory, and
-// its launcher.
+// One instance of the split kernel: the entry of its one-split kernel (for occupancy queries;
+// the several-splits kernel has the same launch bounds and shared memory), its dynamic shared
+// memory, and its launcher, which picks one of the two from the grid.
 struct SplitKernel {
   const void* function;
   int shared_bytes;
