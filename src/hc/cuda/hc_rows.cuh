@@ -255,12 +255,13 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
 }
 
 // split of one n = 4 row by the four lanes of an aligned lane quad of a warp (every lane of the
-// warp calls it, each quad with its own row: lane r of a quad owns comb row r), into
-// out[0 .. M) when `write`: the float operations of hc_split_row<4>, with a column's sum
-// (c0 + c1) + (c2 + c3) formed by a butterfly over the quad (addition commutes, so each lane gets
-// the same bits). The shuffles lengthen each round's dependent chain about as much as the work
-// per lane shrinks: in the cluster HC-pre (H200, T = 1) the Sinkhorn took 2.3 µs this way against
-// 2.6 µs with hc_split_row<4> on one thread.
+// warp calls it, each quad with its own row), into out[0 .. M) when `write`: the float
+// operations of hc_split_row<4>. Lane r of a quad computes the logits, stream weights and row
+// softmax of comb row r, the parts with the long exponentials and divisions; then every lane of
+// the quad gathers the whole matrix and runs the Sinkhorn rounds on it itself, with
+// hc_split_row's functions, so no shuffle lies on the rounds' dependent chain. Micro-benchmark
+// (H200, 20 rounds): one thread doing it all 4 400 cycles, four lanes with a butterfly per
+// column sum 3 800, this way 3 300; HC-pre at T = 1 went 6.60 → 6.22 µs (same-call A/B).
 __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* scale,
                                                  const float* base, int iters, float eps,
                                                  float* out, bool write) {
@@ -277,25 +278,29 @@ __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* 
   float row_max = -INFINITY;
   for (int k = 0; k < kN; ++k) row_max = fmaxf(row_max, c[k]);
   for (int k = 0; k < kN; ++k) c[k] = expf(c[k] - row_max);
-  float inv = hc_reciprocal(hc_line_sum<kN>(c, kN, 1));
+  const float inv = hc_reciprocal(hc_line_sum<kN>(c, kN, 1));
+  float matrix[kN * kN];
   for (int k = 0; k < kN; ++k) c[k] = fmaf(c[k], inv, eps);
-  const auto normalise_columns = [&] {
-    for (int k = 0; k < kN; ++k) {
-      float sum = c[k] + __shfl_xor_sync(0xffffffffu, c[k], 1);
-      sum = sum + __shfl_xor_sync(0xffffffffu, sum, 2);
-      c[k] = hc_mul(c[k], hc_reciprocal(sum + eps));
-    }
-  };
-  normalise_columns();
+  for (int row = 0; row < kN; ++row) {
+    for (int k = 0; k < kN; ++k)
+      matrix[kN * row + k] = __shfl_sync(0xffffffffu, c[k], (lane & ~(kN - 1)) | row);
+  }
+  hc_normalise_columns<kN>(matrix, kN, eps);
   for (int it = 1; it < iters; ++it) {
-    inv = hc_reciprocal(hc_line_sum<kN>(c, kN, 1) + eps);
-    for (int k = 0; k < kN; ++k) c[k] = hc_mul(c[k], inv);
-    normalise_columns();
+    hc_normalise_rows<kN>(matrix, kN, eps);
+    hc_normalise_columns<kN>(matrix, kN, eps);
   }
   if (write) {
     out[r] = pre;
     out[kN + r] = post;
-    for (int k = 0; k < kN; ++k) out[kComb + kN * r + k] = c[k];
+    for (int k = 0; k < kN; ++k) {
+      // Row r, picked without indexing the register array by a run-time value.
+      const float value = r == 0   ? matrix[k]
+                          : r == 1 ? matrix[kN + k]
+                          : r == 2 ? matrix[2 * kN + k]
+                                   : matrix[3 * kN + k];
+      out[kComb + kN * r + k] = value;
+    }
   }
 }
 
