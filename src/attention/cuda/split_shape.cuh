@@ -45,7 +45,7 @@ struct SplitShape {
   int tile;           // positions per pipeline stage (a power of two dividing kSplitAlign)
   int pairs;          // tile * heads scores per tile
   int reduce_width;   // pairs rounded up to a warp: values each lane reduces per tile
-  int stages;
+  int stages;         // pipeline depth: 3, or 2 for a larger TQ-V tile
   int norms_per_row;
   VLookup v_lookup;  // how V codes become codebook values (codebook_lookup.cuh)
   int v_copies;      // replicas of a lane table: 32, or 16 where that fits another block
@@ -104,15 +104,30 @@ struct SplitShape {
     const int min_tile = tensor_core_scores ? 16 : 8;
     int max_tile = 32;
     while (max_tile > min_tile && max_tile * heads > max_pairs) max_tile /= 2;
-    // The largest tile that leaves kTargetBlocksPerSm blocks per SM, else the smallest (D 512
-    // with F16 K: 16 rows of over 1 KB per stage).
-    for (int t = max_tile;; t /= 2) {
+    // The largest tile that leaves kTargetBlocksPerSm blocks per SM, three stages deep, else
+    // the smallest (D 512 with F16 K: 16 rows of over 1 KB per stage). With TQ V a tile larger
+    // than three stages allow may take two: two stages of 32 positions hold as many bytes in
+    // flight as three of 16, with half the per-tile chains (16/8 D 256 tq8, same-call A/B,
+    // session 12: B = 1 L = 4K −15%, B = 32 L = 8K −6%, B = 64 L = 4K −4%). Two stages of the
+    // same tile measured worse (16/2 D 512 tq8, two stages for a third block: B = 1 L = 32K
+    // +17%, B = 8 +10%), and the F16-V instances at 32 positions spill. The lane V table counts
+    // at 16 copies here; 32 are taken below where they fit.
+    if (v_lookup == VLookup::lane) v_copies = kBanks / 2;
+    const auto fits = [&](int t, int depth) {
+      stages = depth;
       lay_out(t);
-      if (t == min_tile || blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) break;
+      return blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm;
+    };
+    bool found = false;
+    for (int t = max_tile; t >= min_tile && !found; t /= 2) {
+      found = fits(t, 3) || (t > min_tile && v_codec != RowCodec::f16 && fits(t, 2));
     }
+    if (!found) fits(min_tile, 3);
     // Half the lane table where that lets one more block share the SM: more warps to hide
     // the per-tile chain, for about one more wavefront per lookup.
     if (v_lookup == VLookup::lane) {
+      v_copies = kBanks;
+      lay_out(tile);
       const int blocks = blocks_per_sm_by_shared(shared_bytes);
       v_copies = kBanks / 2;
       lay_out(tile);
