@@ -2,12 +2,14 @@
 // through shared-memory pipelines (decode attention, the tensor-core Q8_0 matvec).
 #pragma once
 
+#include "common/shared_address.cuh"
+
 namespace turbodecode::cuda {
 
 // The first `source_bytes` (0 … 16) of 16 global bytes, bypassing L1 (streamed once); the
 // rest of the 16 destination bytes is zero-filled.
 __device__ __forceinline__ void copy_async_16(void* shared, const void* global, int source_bytes) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const unsigned address = shared_address(shared);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
                "r"(source_bytes)
                : "memory");
@@ -15,7 +17,7 @@ __device__ __forceinline__ void copy_async_16(void* shared, const void* global, 
 
 // 4 global bytes, or 4 zero bytes when !valid.
 __device__ __forceinline__ void copy_async_4(void* shared, const void* global, bool valid) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const unsigned address = shared_address(shared);
   const int source_bytes = valid ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
                "r"(source_bytes)

@@ -7,11 +7,9 @@
 
 #include <cstdint>
 
-namespace turbodecode::cuda {
+#include "common/shared_address.cuh"
 
-__device__ __forceinline__ unsigned shared_address(const void* pointer) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(pointer));
-}
+namespace turbodecode::cuda {
 
 // Sets the arrivals each phase expects. Other threads may use the barrier only after a block
 // barrier that follows this.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "attention/cuda/decode_params.cuh"
+#include "common/shared_address.cuh"
 #include "tq/cuda/codec_tables.cuh"
 
 namespace turbodecode::cuda::decode {
@@ -47,7 +48,7 @@ struct LaneCodebook {
   unsigned lane_address;  // shared-memory address of this lane's copy in entry 0
 
   __device__ LaneCodebook(const float* table, int lane)
-      : lane_address(static_cast<unsigned>(__cvta_generic_to_shared(table + lane % kCopies))) {}
+      : lane_address(shared_address(table + lane % kCopies)) {}
 
   // Codes arrive masked to 8 bits; entries past the codebook read as 0. From the lane's
   // 32-bit shared address a lookup is one shift-and-add of a zero-extended code (generic
