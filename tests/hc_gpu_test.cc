@@ -174,6 +174,17 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   }
 }
 
+// An HC-pre problem of `rows` rows (T) on the GPU, with its plan and a zeroed workspace.
+struct GpuPreCase {
+  HcProblem problem;
+  testing::HcDeviceInputs in{problem, Device::cuda};
+  HcPrePlan plan = plan_hc_pre(problem.params, problem.rows, Device::cuda);
+  Buffer workspace = testing::zeroed_workspace(plan);
+
+  GpuPreCase(std::int64_t rows, std::uint64_t seed, bool strided)
+      : problem(make_hc_problem(HcParams{}, rows, seed, strided)) {}
+};
+
 // A device copy of p's mix weights that starts one element past a 16-byte boundary, and its
 // [M, n·E] view: the grid kernel's scalar loads.
 struct MisalignedMixWeights {
@@ -197,10 +208,8 @@ TEST_F(HcGpu, PreClusterAndGridKernelsAgreeBitwise) {
   for (std::int64_t rows : {1, 3, 8, 13, 33}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
-    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, false);
-    testing::HcDeviceInputs in(p, Device::cuda);
-    const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-    Buffer workspace = testing::zeroed_workspace(plan);
+    GpuPreCase pre_case(rows, seed, false);
+    auto& [p, in, plan, workspace] = pre_case;
     const MisalignedMixWeights w = misaligned_mix_weights(p);
     const testing::PreOutputs cluster = testing::run_pre(in, plan, workspace, 1);
     const testing::PreOutputs grid = testing::run_pre(in, plan, workspace, 1, w.view);
@@ -218,10 +227,8 @@ TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
   for (std::int64_t rows : {5, 33}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
-    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, true);
-    testing::HcDeviceInputs in(p, Device::cuda);
-    const HcPrePlan plan = plan_hc_pre(p.params, p.rows, Device::cuda);
-    Buffer workspace = testing::zeroed_workspace(plan);
+    GpuPreCase pre_case(rows, seed, true);
+    auto& [p, in, plan, workspace] = pre_case;
     const int m = p.mix_width();
     const auto norm_mix = [&](const TensorView& x, const TensorView& weight) {
       Buffer mix = testing::poisoned(Device::cuda, p.rows * m);
@@ -377,10 +384,8 @@ TEST_F(HcGpu, PreReplaysFromACudaGraph) {
   for (std::int64_t rows : {1, 32, 512}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
-    const HcProblem p = make_hc_problem(HcParams{}, rows, seed, false);
-    testing::HcDeviceInputs in(p, Device::cuda);
-    const HcPrePlan plan = plan_hc_pre(p.params, rows, Device::cuda);
-    Buffer workspace = testing::zeroed_workspace(plan);
+    GpuPreCase pre_case(rows, seed, false);
+    auto& [p, in, plan, workspace] = pre_case;
     const auto eager = testing::run_pre(in, plan, workspace, 1);
 
     const std::int64_t e = p.params.embd;

@@ -127,6 +127,12 @@ __device__ __forceinline__ int span_column(int block, int i) {
          warp % kSpansPerHalf * kSpanWidth + lane % 4 * kLaneColumns;
 }
 
+// Whether the block's chunk i exists and the lane's span column lies inside the row.
+__device__ __forceinline__ bool span_inside(const ClusterLaunch& p, int block, int i, int column) {
+  return block + i * kClusterBlocks < p.chunks &&
+         column < kClusterN * static_cast<int>(p.norm_mix.embd);
+}
+
 __device__ __forceinline__ std::int64_t slab_element(int slab) {
   return static_cast<std::int64_t>(slab) * kSlabElements + kQuad * threadIdx.x;
 }
@@ -138,7 +144,6 @@ __device__ void issue_parameter_loads(const ClusterLaunch& p, int block, RowGrou
                                       ThreadLoads<kRows>& l) {
   const hc::NormMixArgs& a = p.norm_mix;
   const int g = static_cast<int>(threadIdx.x) % kWarpSize / 4;
-  const int embd = static_cast<int>(a.embd);
   const std::uint16_t* weight_rows[3];  // rows g, g + 8, 16 + g
 #pragma unroll
   for (int r = 0; r < 3; ++r)
@@ -146,7 +151,7 @@ __device__ void issue_parameter_loads(const ClusterLaunch& p, int block, RowGrou
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
     const int column = span_column(block, i);
-    const bool inside = block + i * kClusterBlocks < p.chunks && column < kClusterN * embd;
+    const bool inside = span_inside(p, block, i, column);
 #pragma unroll
     for (int r = 0; r < 3; ++r) {
       l.weights[i][r] =
@@ -181,7 +186,7 @@ __device__ void issue_input_loads(const ClusterLaunch& p, int block, RowGroup gr
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
     const int column = span_column(block, i);
-    const bool inside = block + i * kClusterBlocks < p.chunks && column < kClusterN * embd;
+    const bool inside = span_inside(p, block, i, column);
     // The span's stream (n = 4): comparisons instead of a division.
     const int h = (column >= embd) + (column >= 2 * embd) + (column >= 3 * embd);
     l.x[i] = inside && g < group.count
