@@ -125,8 +125,8 @@ __device__ __forceinline__ void copy_tile(const SplitRows& split, int tile_begin
   constexpr SplitShape s(D, kHeads, KC, VC);
   copy_rows<s.k_row_bytes, s.k_pitch, s.tile, s.k_swizzled>(split.k_rows, split.k_row_stride, split,
                                                             tile_begin, stage + s.stage_k, lane);
-  copy_rows<s.v_row_bytes, s.v_row_bytes, s.tile, false>(split.v_rows, split.v_row_stride, split,
-                                                         tile_begin, stage + s.stage_v, lane);
+  copy_rows<s.v_row_bytes, s.v_pitch, s.tile, false>(split.v_rows, split.v_row_stride, split,
+                                                     tile_begin, stage + s.stage_v, lane);
   if constexpr (KC != RowCodec::f16) {
     copy_norms<s.norms_per_row, s.tile>(split.k_norms, split.k_norm_stride, split, tile_begin,
                                         reinterpret_cast<float*>(stage + s.stage_k_norms), lane);

@@ -54,6 +54,7 @@ struct SplitShape {
   bool tensor_core_values;  // one-byte TQ V, 2+ heads, 16-row tiles: P·V by mma.sync (values.cuh)
   int k_row_bytes, v_row_bytes;
   int k_pitch;      // bytes between staged K rows
+  int v_pitch;      // bytes between staged V rows (see the constructor)
   bool k_swizzled;  // F16 K: 16-byte chunks staged at swizzled_chunk (mma fragments, scores.cuh)
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
   // Byte offsets inside one stage, then of each shared region.
@@ -82,6 +83,17 @@ struct SplitShape {
         k_pitch(row_bytes_of(k_codec, d)),
         k_swizzled(k_codec == RowCodec::f16),
         v_row_bytes(row_bytes_of(v_codec, d)),
+        // The tensor-core V pass (values.cuh) reads, per half-warp, 8 bytes of codes at the
+        // same columns of rows t, t + 2, t + 4, t + 6. At D 256 those are 32 bytes per row, and
+        // with rows 256 bytes apart all four fell on the same 8 banks: 4-way conflicts on every
+        // code load (Nsight Compute, H200: 8 wavefronts per load instead of 2, 16% of the split
+        // kernel's shared-memory wavefronts at B = 64). A 16-byte pad puts row t + 2 32 bytes
+        // further along the banks. (D 512 reads 16 bytes per lane: 128 bytes per row, one
+        // wavefront each, no pad needed.)
+        v_pitch(row_bytes_of(v_codec, d) +
+                (v_codec == RowCodec::tq_byte && d == 256 && h >= kMinHeadsForTensorCoreValues
+                     ? 16
+                     : 0)),
         k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         stage_k(0),
@@ -98,6 +110,36 @@ struct SplitShape {
         v_codebook_offset(0),
         barrier_offset(0),
         shared_bytes(0) {
+    choose_tile();
+    // The V row pad only where it costs no block (else the table or the tile would shrink).
+    if (v_pitch != v_row_bytes) {
+      const SplitShape padded = *this;
+      v_pitch = v_row_bytes;
+      choose_tile();
+      if (blocks_per_sm_by_shared(shared_bytes) <= blocks_per_sm_by_shared(padded.shared_bytes)) {
+        *this = padded;
+      }
+    }
+    tensor_core_values =
+        v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
+  }
+
+  // Blocks per SM the kernel is compiled for (its register cap): what shared memory allows,
+  // at most 4 (16 compute warps hide the per-tile chain; more would squeeze registers for
+  // nothing). The FMA scorer (TQ K) keeps every head's q slice and partial sums in registers:
+  // with 4 or more heads the 4-block cap (96 per thread) made ptxas spill 28–408 bytes, and
+  // with 32 q values per thread (D 512, 8 heads) the 3-block cap (136) too; those instances
+  // are compiled for fewer blocks.
+  __host__ __device__ constexpr int resident_blocks() const {
+    const int by_shared = blocks_per_sm_by_shared(shared_bytes);
+    const int by_registers =
+        tensor_core_scores ? 4 : (heads * lane_elements >= 32 ? 2 : (heads >= 4 ? 3 : 4));
+    return by_shared < by_registers ? by_shared : by_registers;
+  }
+
+ private:
+  // The tile, the pipeline depth and the lane table's copies, and every offset that follows.
+  __host__ __device__ constexpr void choose_tile() {
     // The FMA path keeps at most 64 scores per tile (registers of its reduction); the mma
     // path needs whole 16-row blocks and at most 128 scores (8 head columns).
     const int max_pairs = tensor_core_scores ? 128 : 64;
@@ -120,7 +162,7 @@ struct SplitShape {
     };
     bool found = false;
     for (int t = max_tile; t >= min_tile && !found; t /= 2) {
-      found = fits(t, 3) || (t > min_tile && v_codec != RowCodec::f16 && fits(t, 2));
+      found = fits(t, 3) || (t > min_tile && v_lookup != VLookup::none && fits(t, 2));
     }
     if (!found) fits(min_tile, 3);
     // Half the lane table where that lets one more block share the SM: more warps to hide
@@ -136,24 +178,8 @@ struct SplitShape {
         lay_out(tile);
       }
     }
-    tensor_core_values =
-        v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
   }
 
-  // Blocks per SM the kernel is compiled for (its register cap): what shared memory allows,
-  // at most 4 (16 compute warps hide the per-tile chain; more would squeeze registers for
-  // nothing). The FMA scorer (TQ K) keeps every head's q slice and partial sums in registers:
-  // with 4 or more heads the 4-block cap (96 per thread) made ptxas spill 28–408 bytes, and
-  // with 32 q values per thread (D 512, 8 heads) the 3-block cap (136) too; those instances
-  // are compiled for fewer blocks.
-  __host__ __device__ constexpr int resident_blocks() const {
-    const int by_shared = blocks_per_sm_by_shared(shared_bytes);
-    const int by_registers =
-        tensor_core_scores ? 4 : (heads * lane_elements >= 32 ? 2 : (heads >= 4 ? 3 : 4));
-    return by_shared < by_registers ? by_shared : by_registers;
-  }
-
- private:
   // The tile size and every offset that follows from it.
   __host__ __device__ constexpr void lay_out(int t) {
     tile = t;
@@ -161,7 +187,7 @@ struct SplitShape {
     reduce_width = pairs < 32 ? 32 : pairs;
     stage_k = 0;
     stage_v = stage_k + tile * k_pitch;
-    stage_k_norms = stage_v + tile * v_row_bytes;
+    stage_k_norms = stage_v + tile * v_pitch;
     stage_v_norms = stage_k_norms + tile * k_norm_bytes;
     stage_bytes = stage_v_norms + tile * v_norm_bytes;
     // The scorers copy the query rows into registers before they release the last stage

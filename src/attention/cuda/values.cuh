@@ -72,7 +72,7 @@ class FmaValues {
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         float v[E];
-        row_elements<VC, E>(stage + kShape.stage_v + (t + u) * kShape.v_row_bytes, slice_.first,
+        row_elements<VC, E>(stage + kShape.stage_v + (t + u) * kShape.v_pitch, slice_.first,
                             codebook_, 1.0f, v);
 #pragma unroll
         for (int h = 0; h < kHeads; ++h) {
@@ -195,11 +195,11 @@ class MmaValues {
       }
       // The lane's codes at positions 2·pair, 2·pair + 1, 2·pair + 8, 2·pair + 9 of the block.
       const unsigned char* rows =
-          stage + kShape.stage_v + (k * 16 + 2 * pair_) * kShape.v_row_bytes + run_first_;
+          stage + kShape.stage_v + (k * 16 + 2 * pair_) * kShape.v_pitch + run_first_;
       unsigned codes[4][kRun / 4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const unsigned char* row = rows + ((j & 1) + 8 * (j >> 1)) * kShape.v_row_bytes;
+        const unsigned char* row = rows + ((j & 1) + 8 * (j >> 1)) * kShape.v_pitch;
         if constexpr (kRun == 16) {
           const uint4 words = *reinterpret_cast<const uint4*>(row);
           codes[j][0] = words.x;
