@@ -86,10 +86,10 @@ struct SplitShape {
         // The tensor-core V pass (values.cuh) reads, per half-warp, 8 bytes of codes at the
         // same columns of rows t, t + 2, t + 4, t + 6. At D 256 those are 32 bytes per row, and
         // with rows 256 bytes apart all four fell on the same 8 banks: 4-way conflicts on every
-        // code load (Nsight Compute, H200: 8 wavefronts per load instead of 2, 16% of the split
-        // kernel's shared-memory wavefronts at B = 64). A 16-byte pad puts row t + 2 32 bytes
-        // further along the banks. (D 512 reads 16 bytes per lane: 128 bytes per row, one
-        // wavefront each, no pad needed.)
+        // code load (Nsight Compute, H200, 16/8 B = 64 L = 4K: 8 wavefronts per load instead of
+        // 2, 12.6 M of the split kernel's 30.3 M excess wavefronts). A 16-byte pad puts row
+        // t + 2 32 bytes further along the banks: 435.7 → 414.9 µs there. (D 512 reads 16 bytes
+        // per lane: 128 bytes per row, one wavefront each, no pad needed.)
         v_pitch(row_bytes_of(v_codec, d) +
                 (v_codec == RowCodec::tq_byte && d == 256 && h >= kMinHeadsForTensorCoreValues
                      ? 16
