@@ -8,33 +8,15 @@
 //     copies (32 KB) every lane reads its own bank whatever its code: one wavefront per
 //     lookup. With 16 copies (16 KB) lanes l and l + 16 share a copy, and collide when their
 //     codes differ in the same half of the banks: about two wavefronts per lookup. SplitShape
-//     (split_shape.cuh) takes 16 copies where the smaller table lets another block onto the SM.
+//     (split_shape.h) takes 16 copies where the smaller table lets another block onto the SM.
 #pragma once
 
+#include "attention/cuda/codebook_layout.h"
 #include "attention/cuda/decode_params.cuh"
 #include "common/shared_address.cuh"
 #include "tq/cuda/codec_tables.cuh"
 
 namespace turbodecode::cuda::decode {
-
-// Largest codebook (8-bit), and the banks of shared memory.
-inline constexpr int kCodebookEntries = 256;
-inline constexpr int kBanks = 32;
-
-// How the split kernel looks V codes up.
-enum class VLookup : int { none, plain, lane };
-
-// Bytes of a staged table; `copies` counts the replicas of a lane table.
-__host__ __device__ constexpr int codebook_bytes(VLookup lookup, int copies) {
-  switch (lookup) {
-    case VLookup::plain:
-      return kCodebookEntries * 4;
-    case VLookup::lane:
-      return kCodebookEntries * copies * 4;
-    default:
-      return 0;
-  }
-}
 
 struct PlainCodebook {
   const float* table;

@@ -9,7 +9,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/merge_kernel.cuh"
 #include "attention/cuda/split_launch.h"
-#include "attention/cuda/split_shape.cuh"
+#include "attention/cuda/split_shape.h"
 #include "common/cuda_check.cuh"
 #include "common/validate.h"
 

@@ -6,14 +6,11 @@
 
 #include <cstdint>
 
+#include "attention/cuda/row_codec.h"
 #include "attention/split_policy.h"
 #include "attention/window.h"
 
 namespace turbodecode::cuda::decode {
-
-// How a cache row is laid out, as far as the memory path cares. The TQ widths of one byte
-// per code (5, 6, 8 bits) differ only in their codebook, which is chosen at run time.
-enum class RowCodec : int { f16, tq_byte, tq_nibble };
 
 // Split boundaries fall on multiples of this many positions, as on the CPU backend, so both
 // backends cut a query identically (split_policy.h).

@@ -15,7 +15,7 @@
 
 #include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/row_access.cuh"
-#include "attention/cuda/split_shape.cuh"
+#include "attention/cuda/split_shape.h"
 #include "common/mma_m16n8k16.cuh"
 #include "tq/codec_math.h"
 

@@ -25,7 +25,7 @@
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/scores.cuh"
 #include "attention/cuda/split_launch.h"
-#include "attention/cuda/split_shape.cuh"
+#include "attention/cuda/split_shape.h"
 #include "attention/cuda/values.cuh"
 #include "attention/state.h"
 #include "common/cp_async.cuh"

@@ -1,12 +1,14 @@
 // Geometry of the split kernel (one block per query, KV head, head chunk and split): tile
 // size, pipeline depth and shared-memory layout. Constexpr so the kernel uses it at compile
-// time and the split policy at run time, from one definition.
+// time and the split policy at run time, from one definition; host-safe, so host tests check
+// it (tests/split_layout_test.cc).
 #pragma once
 
 #include <cstdint>
 
-#include "attention/cuda/codebook_lookup.cuh"
-#include "attention/cuda/decode_params.cuh"
+#include "attention/cuda/codebook_layout.h"
+#include "attention/cuda/row_codec.h"
+#include "common/host_device.h"
 #include "turbodecode/tq_codec.h"
 
 namespace turbodecode::cuda::decode {
@@ -29,11 +31,11 @@ inline constexpr int kTargetBlocksPerSm = 3;
 // (one per element, head and position) cost less than the fragment packing.
 inline constexpr int kMinHeadsForTensorCoreValues = 2;
 
-__host__ __device__ constexpr int blocks_per_sm_by_shared(int shared_bytes) {
+TD_HOST_DEVICE_CONSTEXPR int blocks_per_sm_by_shared(int shared_bytes) {
   return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);
 }
 
-__host__ __device__ constexpr int row_bytes_of(RowCodec codec, int head_dim) {
+TD_HOST_DEVICE_CONSTEXPR int row_bytes_of(RowCodec codec, int head_dim) {
   return codec == RowCodec::f16 ? 2 * head_dim
                                 : (codec == RowCodec::tq_byte ? head_dim : head_dim / 2);
 }
@@ -52,10 +54,11 @@ struct SplitShape {
   int weight_sets;   // TQ V: one set of softmax weights per row norm (row scale folded in), else 1
   bool tensor_core_scores;  // F16 K: q·K by mma.sync (scores.cuh), else per-thread FMAs
   bool tensor_core_values;  // one-byte TQ V, 2+ heads, 16-row tiles: P·V by mma.sync (values.cuh)
-  int k_row_bytes, v_row_bytes;
+  int k_row_bytes;
   int k_pitch;      // bytes between staged K rows
-  int v_pitch;      // bytes between staged V rows (see the constructor)
   bool k_swizzled;  // F16 K: 16-byte chunks staged at swizzled_chunk (mma fragments, scores.cuh)
+  int v_row_bytes;
+  int v_pitch;                     // bytes between staged V rows (see the constructor)
   int k_norm_bytes, v_norm_bytes;  // per row, 0 for F16
   // Byte offsets inside one stage, then of each shared region.
   int stage_k, stage_v, stage_k_norms, stage_v_norms, stage_bytes;
@@ -63,7 +66,7 @@ struct SplitShape {
   int q_offset, partial_offset, weight_offset, rescale_offset, k_codebook_offset, v_codebook_offset,
       barrier_offset, shared_bytes;
 
-  __host__ __device__ constexpr SplitShape(int d, int h, RowCodec k_codec, RowCodec v_codec)
+  TD_HOST_DEVICE_CONSTEXPR SplitShape(int d, int h, RowCodec k_codec, RowCodec v_codec)
       : head_dim(d),
         heads(h),
         lane_elements(d / kSplitThreads),
@@ -88,8 +91,10 @@ struct SplitShape {
         // with rows 256 bytes apart all four fell on the same 8 banks: 4-way conflicts on every
         // code load (Nsight Compute, H200, 16/8 B = 64 L = 4K: 8 wavefronts per load instead of
         // 2, 12.6 M of the split kernel's 30.3 M excess wavefronts). A 16-byte pad puts row
-        // t + 2 32 bytes further along the banks: 435.7 → 414.9 µs there. (D 512 reads 16 bytes
-        // per lane: 128 bytes per row, one wavefront each, no pad needed.)
+        // t + 2 32 bytes further along the banks: 435.7 → 414.9 µs there. D 512 reads 16 bytes
+        // per lane, served 8 lanes at a time; by the same bank model (tests/split_layout_test.cc)
+        // its loads conflict 4-way as well, and a 528-byte pitch would fix that. Not measured
+        // yet, so D 512 has no pad.
         v_pitch(row_bytes_of(v_codec, d) +
                 (v_codec == RowCodec::tq_byte && d == 256 && h >= kMinHeadsForTensorCoreValues
                      ? 16
@@ -130,7 +135,7 @@ struct SplitShape {
   // with 4 or more heads the 4-block cap (96 per thread) made ptxas spill 28–408 bytes, and
   // with 32 q values per thread (D 512, 8 heads) the 3-block cap (136) too; those instances
   // are compiled for fewer blocks.
-  __host__ __device__ constexpr int resident_blocks() const {
+  TD_HOST_DEVICE_CONSTEXPR int resident_blocks() const {
     const int by_shared = blocks_per_sm_by_shared(shared_bytes);
     const int by_registers =
         tensor_core_scores ? 4 : (heads * lane_elements >= 32 ? 2 : (heads >= 4 ? 3 : 4));
@@ -139,7 +144,7 @@ struct SplitShape {
 
  private:
   // The tile, the pipeline depth and the lane table's copies, and every offset that follows.
-  __host__ __device__ constexpr void choose_tile() {
+  TD_HOST_DEVICE_CONSTEXPR void choose_tile() {
     // The FMA path keeps at most 64 scores per tile (registers of its reduction); the mma
     // path needs whole 16-row blocks and at most 128 scores (8 head columns).
     const int max_pairs = tensor_core_scores ? 128 : 64;
@@ -181,7 +186,7 @@ struct SplitShape {
   }
 
   // The tile size and every offset that follows from it.
-  __host__ __device__ constexpr void lay_out(int t) {
+  TD_HOST_DEVICE_CONSTEXPR void lay_out(int t) {
     tile = t;
     pairs = tile * heads;
     reduce_width = pairs < 32 ? 32 : pairs;
@@ -212,7 +217,7 @@ struct SplitShape {
 // hit 32 distinct banks with rows packed at their own size; a padded pitch (the earlier way)
 // left every staged copy straddling two 128-byte lines, which split each cp.async request and
 // cost 1.5× the L2 sectors of the K rows (Nsight Compute, H200).
-__host__ __device__ constexpr int swizzled_chunk(int chunk, int row) {
+TD_HOST_DEVICE_CONSTEXPR int swizzled_chunk(int chunk, int row) {
   return chunk ^ (row & 7);
 }
 
@@ -223,7 +228,7 @@ struct LaneSlice {
   int first;  // first element
   int part;   // the D = 512 half (and norm) holding the elements
 
-  __device__ LaneSlice(int head_dim, int thread)
+  TD_HOST_DEVICE_CONSTEXPR LaneSlice(int head_dim, int thread)
       : warp(thread / 32),
         lane(thread % 32),
         first(warp * (head_dim / kSplitWarps) + lane * (head_dim / kSplitThreads)),
