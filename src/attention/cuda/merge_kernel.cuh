@@ -21,7 +21,6 @@
 
 #include "attention/cuda/decode_params.cuh"
 #include "attention/state.h"
-#include "common/cuda_check.cuh"
 #include "common/dependent_launch.cuh"
 #include "tq/cuda/warp_row.cuh"
 
@@ -193,7 +192,6 @@ template <int D>
 void launch_merge_kernel(const DecodeParams& p, std::int64_t n_queries, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(n_queries * p.n_heads);
   launch_dependent(merge_kernel<D>, dim3(blocks), dim3(kMergeThreads), 0, stream, p);
-  TD_CUDA_CHECK_LAUNCH("merge_kernel");
 }
 
 }  // namespace turbodecode::cuda::decode
