@@ -86,19 +86,16 @@ struct SplitShape {
         k_pitch(row_bytes_of(k_codec, d)),
         k_swizzled(k_codec == RowCodec::f16),
         v_row_bytes(row_bytes_of(v_codec, d)),
-        // The tensor-core V pass (values.cuh) reads, per half-warp, 8 bytes of codes at the
-        // same columns of rows t, t + 2, t + 4, t + 6. At D 256 those are 32 bytes per row, and
-        // with rows 256 bytes apart all four fell on the same 8 banks: 4-way conflicts on every
-        // code load (Nsight Compute, H200, 16/8 B = 64 L = 4K: 8 wavefronts per load instead of
-        // 2, 12.6 M of the split kernel's 30.3 M excess wavefronts). A 16-byte pad puts row
-        // t + 2 32 bytes further along the banks: 435.7 → 414.9 µs there. D 512 reads 16 bytes
-        // per lane, served 8 lanes at a time; by the same bank model (tests/split_layout_test.cc)
-        // its loads conflict 4-way as well, and a 528-byte pitch would fix that. Not measured
-        // yet, so D 512 has no pad.
+        // The tensor-core V pass (values.cuh) reads the codes of rows t, t + 2, t + 4, t + 6
+        // at the same columns in one load phase: 8 bytes per lane, half a warp per phase, at
+        // D 256; 16 bytes, a quarter warp, at D 512. With a row pitch that is a multiple of 128
+        // bytes all four rows fall on the same banks: 4-way conflicts on every code load
+        // (Nsight Compute, H200, 16/8 D 256 B = 64 L = 4K: 8 wavefronts per load instead of 2,
+        // 12.6 M of the split kernel's 30.3 M excess wavefronts). A 16-byte pad moves row t + 2
+        // 32 bytes along the banks and makes them conflict-free at both sizes
+        // (tests/split_layout_test.cc): 435.7 → 414.9 µs there.
         v_pitch(row_bytes_of(v_codec, d) +
-                (v_codec == RowCodec::tq_byte && d == 256 && h >= kMinHeadsForTensorCoreValues
-                     ? 16
-                     : 0)),
+                (v_codec == RowCodec::tq_byte && h >= kMinHeadsForTensorCoreValues ? 16 : 0)),
         k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         stage_k(0),
@@ -116,12 +113,15 @@ struct SplitShape {
         barrier_offset(0),
         shared_bytes(0) {
     choose_tile();
-    // The V row pad only where it costs no block (else the table or the tile would shrink).
+    // The V row pad only for the tensor-core V pass, and only where it costs nothing but
+    // bytes: the same tile, stages, table copies and blocks per SM as without it.
     if (v_pitch != v_row_bytes) {
       const SplitShape padded = *this;
       v_pitch = v_row_bytes;
       choose_tile();
-      if (blocks_per_sm_by_shared(shared_bytes) <= blocks_per_sm_by_shared(padded.shared_bytes)) {
+      if (padded.tile % 16 == 0 && padded.tile == tile && padded.stages == stages &&
+          padded.v_copies == v_copies &&
+          blocks_per_sm_by_shared(padded.shared_bytes) >= blocks_per_sm_by_shared(shared_bytes)) {
         *this = padded;
       }
     }
@@ -170,16 +170,25 @@ struct SplitShape {
       found = fits(t, 3) || (t > min_tile && v_lookup != VLookup::none && fits(t, 2));
     }
     if (!found) fits(min_tile, 3);
-    // Half the lane table where that lets one more block share the SM: more warps to hide
-    // the per-tile chain, for about one more wavefront per lookup.
+    // The full lane table (32 copies, one wavefront per lookup) where it costs no block, for
+    // 32-position tiles on two stages if three leave no room for it; else half of it, for
+    // one more block per SM: more warps to hide the per-tile chain, for about one more
+    // wavefront per lookup. Two stages with the full table measured better than three with
+    // the half (16/8 D 256 K tq8 V tq8, same-call A/B, session 13: B = 1 L = 32K −9%, B = 8
+    // −7%), where the plain K table's conflicts add to the lookups' wavefronts. Smaller tiles
+    // keep their stages (two of 16 positions measured worse, above).
     if (v_lookup == VLookup::lane) {
+      const int blocks = blocks_per_sm_by_shared(shared_bytes);
+      const int depth = stages;
       v_copies = kBanks;
       lay_out(tile);
-      const int blocks = blocks_per_sm_by_shared(shared_bytes);
-      v_copies = kBanks / 2;
-      lay_out(tile);
-      if (blocks_per_sm_by_shared(shared_bytes) <= blocks) {
-        v_copies = kBanks;
+      if (blocks_per_sm_by_shared(shared_bytes) < blocks && depth == 3 && tile == 32) {
+        stages = 2;
+        lay_out(tile);
+      }
+      if (blocks_per_sm_by_shared(shared_bytes) < blocks) {
+        v_copies = kBanks / 2;
+        stages = depth;
         lay_out(tile);
       }
     }
