@@ -174,7 +174,7 @@ struct SplitShape {
     // 32-position tiles on two stages if three leave no room for it; else half of it, for
     // one more block per SM: more warps to hide the per-tile chain, for about one more
     // wavefront per lookup. Two stages with the full table measured better than three with
-    // the half (16/8 D 256 K tq8 V tq8, same-call A/B, session 13: B = 1 L = 32K −9%, B = 8
+    // the half (16/8 D 256 K tq8 V tq8, same-call A/B, session 13: B = 1 L = 32K −8%, B = 8
     // −7%), where the plain K table's conflicts add to the lookups' wavefronts. Smaller tiles
     // keep their stages (two of 16 positions measured worse, above).
     if (v_lookup == VLookup::lane) {
