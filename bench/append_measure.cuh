@@ -1,6 +1,7 @@
 // Quantize-on-append benchmark: append_kv of a batch of tokens (one per sequence, as a decode
 // step appends them) for every KV head, eager and in CUDA-graph replay. Bytes counted: the k
-// and v inputs and index arrays read, the K rows, V rows and V norms written.
+// and v inputs and index arrays read, the K rows, V rows and V norms written. Beside it, the
+// bandwidth kernel reading as many bytes in the same graph setting.
 #pragma once
 
 #include <cstdint>
@@ -98,6 +99,14 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
   const double eager_us = median_event_us(stream, warmup, reps, launch);
   const double graph_us = median_graph_us(stream, graph_calls, reps, launch);
   const std::int64_t bytes = append_bytes(c);
+  // The bandwidth kernel reading as many bytes, in the same graph setting: below it no launch
+  // that moves them can go.
+  const int blocks = read_stream_blocks(cuda_sm_count());
+  Buffer same_bytes(Device::cuda, (bytes + 15) / 16 * 16), sink(Device::cuda, 4 * blocks);
+  const double read_stream_us = median_graph_us(stream, graph_calls, reps, [&](int) {
+    launch_read_stream(same_bytes.data(), same_bytes.bytes(), static_cast<unsigned*>(sink.data()),
+                       blocks, stream);
+  });
   return {{"n_kv_heads", c.n_kv_heads},
           {"head_dim", c.head_dim},
           {"k_format", "f16"},
@@ -107,7 +116,8 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
           {"bytes", bytes},
           {"eager_us", eager_us},
           {"graph_us", graph_us},
-          {"graph_gbps", static_cast<double>(bytes) / (graph_us * 1e3)}};
+          {"graph_gbps", static_cast<double>(bytes) / (graph_us * 1e3)},
+          {"read_stream_same_bytes_graph_us", read_stream_us}};
 }
 
 }  // namespace turbodecode::bench

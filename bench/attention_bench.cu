@@ -225,9 +225,11 @@ void print_append_row(const json& r, double read_stream_gbps) {
                             r["v_format"].get<std::string>() + " in " +
                             r["input"].get<std::string>() + " " +
                             std::to_string(r["tokens"].get<std::int64_t>()) + " tok";
-  std::printf("%-40s %8.1f %8.1f %8.0f %6.1f%%\n", label.c_str(), r["eager_us"].get<double>(),
-              r["graph_us"].get<double>(), r["graph_gbps"].get<double>(),
-              100.0 * r["graph_gbps"].get<double>() / read_stream_gbps);
+  std::printf("%-40s %8.1f %8.1f %8.0f %6.1f%% %10.2f\n", label.c_str(),
+              r["eager_us"].get<double>(), r["graph_us"].get<double>(),
+              r["graph_gbps"].get<double>(),
+              100.0 * r["graph_gbps"].get<double>() / read_stream_gbps,
+              r["read_stream_same_bytes_graph_us"].get<double>());
 }
 
 // Runs `measure` and returns its result, or {"error": ...} merged into `context` when it throws
@@ -270,8 +272,8 @@ int run(const Settings& settings, const std::string& json_path) {
   }
   report["decode"] = decode;
 
-  std::printf("\n%-40s %8s %8s %8s %7s\n", "append (K f16)", "eager us", "graph us", "GB/s",
-              "%read");
+  std::printf("\n%-40s %8s %8s %8s %7s %10s\n", "append (K f16)", "eager us", "graph us", "GB/s",
+              "%read", "read us");
   json append = json::array();
   for (const AppendCase& c : append_cases(settings.quick)) {
     append.push_back(guarded(json{{"head_dim", c.head_dim}}, [&] {
@@ -280,6 +282,10 @@ int run(const Settings& settings, const std::string& json_path) {
     print_append_row(append.back(), bw.read_stream_gbps);
   }
   report["append"] = append;
+  report["launch_floor_graph_us"] =
+      launch_floor_graph_us(stream, settings.graph_calls, settings.reps);
+  std::printf("empty dependent launch, same graph setting: %.2f us per call\n",
+              report["launch_floor_graph_us"].get<double>());
   TD_CUDA_CHECK(cudaStreamDestroy(stream));
 
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";

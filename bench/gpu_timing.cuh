@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "common/dependent_launch.cuh"
 #include "turbodecode/tensor.h"
 
 namespace turbodecode::bench {
@@ -101,6 +102,16 @@ __global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsi
   if (threadIdx.x % 32 == 0) atomicXor(sink + blockIdx.x, acc);
 }
 
+// The bandwidth kernel over the `bytes` (a multiple of 16) at `data`, on `blocks` blocks with a
+// word of `sink` each: what a launch that only streams those bytes takes, for the benchmarks to
+// set beside an operator that moves as many.
+inline void launch_read_stream(const void* data, std::int64_t bytes, unsigned* sink, int blocks,
+                               cudaStream_t stream) {
+  read_stream_kernel<<<blocks, kReadStreamThreads, 0, stream>>>(static_cast<const uint4*>(data),
+                                                                bytes / 16, sink);
+  TD_CUDA_CHECK_LAUNCH("read_stream_kernel");
+}
+
 __global__ void copy_kernel(const uint4* src, uint4* dst, std::int64_t vectors) {
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -155,6 +166,23 @@ inline double median_graph_us(cudaStream_t stream, int calls, int reps,
   return us / calls;
 }
 
+// ---- Launch floor. ----
+
+// Does nothing but what a dependent launch must (dependent_launch.cuh): the per-call time of a
+// graph of these is what a launch costs here before it moves a byte.
+__global__ void empty_dependent_kernel() {
+  cuda::allow_dependent_grids();
+  cuda::wait_for_prior_grids();
+}
+
+// Per-call graph µs of one-warp empty dependent launches, `calls` to a graph (as the benchmarks
+// time their operators).
+inline double launch_floor_graph_us(cudaStream_t stream, int calls, int reps) {
+  return median_graph_us(stream, calls, reps, [&](int) {
+    cuda::launch_dependent(empty_dependent_kernel, dim3(1), dim3(32), 0, stream);
+  });
+}
+
 struct Bandwidth {
   double read_stream_gbps = 0.0;
   double copy_gbps = 0.0;  // bytes read + bytes written
@@ -176,10 +204,8 @@ inline Bandwidth measure_bandwidth(std::int64_t bytes, int reps, int sm_count,
   b.buffer_bytes = bytes;
   try {
     fill_uniform(src, DType::f32, bytes / 4, 1, stream);
-    const double read_us = median_event_us(stream, 2, reps, [&](int) {
-      read_stream_kernel<<<blocks, kReadStreamThreads, 0, stream>>>(src, vectors, sink);
-      TD_CUDA_CHECK_LAUNCH("read_stream_kernel");
-    });
+    const double read_us = median_event_us(
+        stream, 2, reps, [&](int) { launch_read_stream(src, bytes, sink, blocks, stream); });
     const double copy_us = median_event_us(stream, 2, reps, [&](int) {
       copy_kernel<<<blocks, kReadStreamThreads, 0, stream>>>(src, dst, vectors);
       TD_CUDA_CHECK_LAUNCH("copy_kernel");

@@ -226,11 +226,8 @@ std::vector<Op> q8_and_layer_ops(const Shared& sh, const HcPrePlan& plan, const 
   return {
       {"read-stream of the Q8_0 weights", b.q8,
        [&sh](const CallSet& c, Stream s) {
-         read_stream_kernel<<<sh.read_blocks, kReadStreamThreads, 0,
-                              static_cast<cudaStream_t>(s.handle)>>>(
-             static_cast<const uint4*>(c.q8.data()), c.q8.bytes() / 16,
-             static_cast<unsigned*>(sh.read_sink.data()));
-         TD_CUDA_CHECK_LAUNCH("read_stream_kernel");
+         launch_read_stream(c.q8.data(), c.q8.bytes(), static_cast<unsigned*>(sh.read_sink.data()),
+                            sh.read_blocks, static_cast<cudaStream_t>(s.handle));
        }},
       {"q8_matvec 2048->4096", b.q8 + b.hidden + b.row,
        [](const CallSet& c, Stream s) {
