@@ -30,7 +30,7 @@ def tables(rows):
     for k, (name, header) in enumerate(found):
         end = found[k + 1][1] if k + 1 < len(found) else len(rows)
         names = rows[header]
-        data = [r for r in rows[header + 1:end] if len(r) >= len(names) and r[0] != "Kernel Name"]
+        data = [r for r in rows[header + 1:end] if len(r) >= len(names)]
         result.append((name, names, data))
     return result
 

@@ -67,6 +67,31 @@ TEST(SplitLayout, EveryInstanceFitsAndIsAligned) {
   }
 }
 
+// The lane V table at half its copies only where the full table (32 copies) would cost a
+// block per SM: on the instance's own stages, and for a 32-position tile on three stages, on
+// two stages as well (split_shape.h: measured better than three stages with the half table).
+// The full table's bytes are worked out here from the half table's layout: 16 more copies of
+// 256 entries, and one stage and its two barriers fewer.
+TEST(SplitLayout, HalfLaneTableOnlyWhereTheFullOneCostsABlock) {
+  using cuda::decode::blocks_per_sm_by_shared;
+  constexpr int kExtraCopiesBytes = cuda::decode::kCodebookEntries * (cuda::decode::kBanks / 2) * 4;
+  int halved = 0;
+  for (const Instance& i : every_instance()) {
+    const SplitShape s(i.head_dim, i.heads, i.k, i.v);
+    if (s.v_lookup != cuda::decode::VLookup::lane || s.v_copies == cuda::decode::kBanks) continue;
+    SCOPED_TRACE(describe(i));
+    ++halved;
+    EXPECT_EQ(s.v_copies, cuda::decode::kBanks / 2);
+    const int blocks = blocks_per_sm_by_shared(s.shared_bytes);
+    EXPECT_LT(blocks_per_sm_by_shared(s.shared_bytes + kExtraCopiesBytes), blocks);
+    if (s.tile == 32 && s.stages == 3) {
+      EXPECT_LT(blocks_per_sm_by_shared(s.shared_bytes + kExtraCopiesBytes - s.stage_bytes - 16),
+                blocks);
+    }
+  }
+  EXPECT_GT(halved, 0) << "no instance takes the half table";
+}
+
 // Shared-memory wavefronts of one warp-wide load of `bytes` per lane at byte addresses
 // `address[lane]`: the warp is served in phases of 128 / bytes lanes (16 lanes for 8-byte
 // loads, 8 for 16-byte ones), and a phase takes as many wavefronts as the most distinct 4-byte

@@ -30,6 +30,8 @@ inline constexpr int kTargetBlocksPerSm = 3;
 // Heads per block from which P·V runs on tensor cores (values.cuh): below, CUDA-core FMAs
 // (one per element, head and position) cost less than the fragment packing.
 inline constexpr int kMinHeadsForTensorCoreValues = 2;
+// Bytes added between staged V rows for the tensor-core V pass (see SplitShape's constructor).
+inline constexpr int kTensorCoreVRowPad = 16;
 
 TD_HOST_DEVICE_CONSTEXPR int blocks_per_sm_by_shared(int shared_bytes) {
   return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);
@@ -86,16 +88,7 @@ struct SplitShape {
         k_pitch(row_bytes_of(k_codec, d)),
         k_swizzled(k_codec == RowCodec::f16),
         v_row_bytes(row_bytes_of(v_codec, d)),
-        // The tensor-core V pass (values.cuh) reads the codes of rows t, t + 2, t + 4, t + 6
-        // at the same columns in one load phase: 8 bytes per lane, half a warp per phase, at
-        // D 256; 16 bytes, a quarter warp, at D 512. With a row pitch that is a multiple of 128
-        // bytes all four rows fall on the same banks: 4-way conflicts on every code load
-        // (Nsight Compute, H200, 16/8 D 256 B = 64 L = 4K: 8 wavefronts per load instead of 2,
-        // 12.6 M of the split kernel's 30.3 M excess wavefronts). A 16-byte pad moves row t + 2
-        // 32 bytes along the banks and makes them conflict-free at both sizes
-        // (tests/split_layout_test.cc): 435.7 → 414.9 µs there.
-        v_pitch(row_bytes_of(v_codec, d) +
-                (v_codec == RowCodec::tq_byte && h >= kMinHeadsForTensorCoreValues ? 16 : 0)),
+        v_pitch(row_bytes_of(v_codec, d)),
         k_norm_bytes(k_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         v_norm_bytes(v_codec == RowCodec::f16 ? 0 : 4 * (d == 512 ? 2 : 1)),
         stage_k(0),
@@ -113,20 +106,26 @@ struct SplitShape {
         barrier_offset(0),
         shared_bytes(0) {
     choose_tile();
-    // The V row pad only for the tensor-core V pass, and only where it costs nothing but
-    // bytes: the same tile, stages, table copies and blocks per SM as without it.
-    if (v_pitch != v_row_bytes) {
-      const SplitShape padded = *this;
-      v_pitch = v_row_bytes;
-      choose_tile();
-      if (padded.tile % 16 == 0 && padded.tile == tile && padded.stages == stages &&
-          padded.v_copies == v_copies &&
+    tensor_core_values =
+        v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
+    // The tensor-core V pass (values.cuh) reads the codes of rows t, t + 2, t + 4, t + 6 at
+    // the same columns in one load phase: 8 bytes per lane, half a warp per phase, at D 256;
+    // 16 bytes, a quarter warp, at D 512. With a row pitch that is a multiple of 128 bytes all
+    // four rows fall on the same banks: 4-way conflicts on every code load (Nsight Compute,
+    // H200, 16/8 D 256 B = 64 L = 4K: 8 wavefronts per load instead of 2, 12.6 M of the split
+    // kernel's 30.3 M excess wavefronts). A 16-byte pad moves row t + 2 32 bytes along the
+    // banks and makes them conflict-free at both sizes (tests/split_layout_test.cc): 435.7 →
+    // 414.9 µs there. Taken only where it costs nothing but bytes: the same tile, stages,
+    // table copies and blocks per SM as without it.
+    if (tensor_core_values) {
+      SplitShape padded = *this;
+      padded.v_pitch = v_row_bytes + kTensorCoreVRowPad;
+      padded.choose_tile();
+      if (padded.tile == tile && padded.stages == stages && padded.v_copies == v_copies &&
           blocks_per_sm_by_shared(padded.shared_bytes) >= blocks_per_sm_by_shared(shared_bytes)) {
         *this = padded;
       }
     }
-    tensor_core_values =
-        v_lookup == VLookup::lane && heads >= kMinHeadsForTensorCoreValues && tile % 16 == 0;
   }
 
   // Blocks per SM the kernel is compiled for (its register cap): what shared memory allows,
