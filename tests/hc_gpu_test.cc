@@ -117,21 +117,27 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
 }
 
 // Batch sizes and widths at the edges of HC-pre's launch schedules. n_hc = 4 with E ≤ 5120, E % 8
-// = 0 and aligned views runs on clusters (hc_pre_cluster.cu): one row each while they all fit
-// at once (T = 1 … 4 here), else groups of 8 rows, the last one partial (T = 9 … 129); there a
-// last chunk of one span (E = 4104), a partial half chunk (E = 40), a single chunk (E = 64),
-// E = 5120 (80 chunks: three per lane of the combine for some lanes; five collapse slabs, at
-// T = 11 three per block). The other shapes take the grid kernel: rows that are not 16-byte
-// aligned (E = 4100: scalar loads), n ≠ 4 (ragged groups of 4 and 8 rows, bands of groups, widths
-// below one half chunk, M > 32: several rounds of outputs, with and without bands) and E = 5128
-// (81 chunks).
+// = 0 and aligned views runs on clusters. While all of them run at once (H200: T ≤ 56) that is
+// hc_pre_cluster.cu: one row each (T = 1 … 4 here), else groups of 8 rows, the last one partial
+// (T = 9 … 33). More rows take the row clusters of hc_pre_row_clusters.cu, tiles of 8 rows, the
+// last one partial: 8 blocks per tile up to T = 512 (T = 57 … 129), 2 beyond (T = 523, 530: the
+// last tile's rows all on the first block). There: a last chunk of one span (E = 4104: 65
+// chunks, one block with 9, or 33 of 2), a partial half chunk (E = 40: blocks without chunks), a
+// single chunk (E = 64),
+// E = 5120 (80 chunks: three per lane of the combine for some lanes; on the small-T clusters
+// five collapse slabs, at T = 11 three per block; on the row clusters 10 chunks per block). The
+// other shapes take the grid kernel: rows that are not 16-byte aligned (E = 4100: scalar
+// loads), n ≠ 4 (ragged groups of 4 and 8 rows, bands of groups, widths below one half chunk,
+// M > 32: several rounds of outputs, with and without bands) and E = 5128 (81 chunks).
 TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   constexpr HcShape kEdges[] = {
       {4, 4096, 33, true}, {4, 4096, 65, false}, {4, 4104, 129, true}, {4, 4100, 9, false},
       {3, 40, 70, true},   {8, 128, 33, false},  {8, 128, 200, true},  {16, 64, 20, true},
       {2, 8, 300, true},   {4, 4096, 3, true},   {4, 4096, 4, false},  {4, 5120, 2, true},
       {4, 5128, 1, false}, {4, 64, 1, false},    {4, 4104, 1, false},  {4, 40, 2, false},
-      {4, 4096, 16, true}, {4, 5120, 11, false}, {4, 40, 9, true}};
+      {4, 4096, 16, true}, {4, 5120, 11, false}, {4, 40, 9, true},     {4, 5120, 70, true},
+      {4, 40, 60, false},  {4, 4104, 57, false}, {4, 64, 64, true},    {4, 4104, 530, true},
+      {4, 40, 523, false}};
   testing::for_each_hc_shape(kEdges, [](const HcProblem& p) {
     const auto gpu = testing::check_pre(p, Device::cuda);
     const auto cpu = testing::check_pre(p, Device::cpu);
@@ -143,14 +149,17 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
 }
 
 // A row's HC-pre outputs are bitwise the same alone (a cluster of one row) and inside batches
-// (clusters of 8 rows, the row at the start, middle or end of its group); at E = 5120 some lanes
-// of the combine add three chunks, whose order matters.
+// (groups of 8 rows on the small-T clusters at T = 40, tiles of 8 rows on the row clusters at
+// T = 70 and 512 (8 blocks per tile) and 600 (2); the row at the start, middle or end of its
+// group); at E = 5120 some lanes of the combine add three chunks, whose order matters.
 TEST_F(HcGpu, PreRowsDoNotDependOnTheBatchSize) {
   for (const auto& [rows, strided, embd] :
        {std::tuple<std::int64_t, bool, std::int64_t>{40, false, 4096},
         {70, true, 4096},
         {512, true, 4096},
-        {40, false, 5120}}) {
+        {40, false, 5120},
+        {70, true, 5120},
+        {600, false, 4096}}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows) + ", E " +
                  std::to_string(embd));
@@ -201,11 +210,12 @@ MisalignedMixWeights misaligned_mix_weights(const HcProblem& p) {
   return w;
 }
 
-// The cluster kernel (16-byte aligned W: one row per cluster, or groups of 8 rows, the last one
-// partial) and the grid kernel (W one element off alignment: scalar loads, groups of 4 or 8 rows)
-// give the same bits in every output of HC-pre.
+// The cluster kernels (16-byte aligned W: one row per cluster, or groups of 8 rows, the last one
+// partial, at T ≤ 33; tiles of 8 rows on the row clusters at T = 70, 200 and 600) and the grid
+// kernel (W one element off alignment: scalar loads, groups of 4 or 8 rows) give the same bits in
+// every output of HC-pre.
 TEST_F(HcGpu, PreClusterAndGridKernelsAgreeBitwise) {
-  for (std::int64_t rows : {1, 3, 8, 13, 33}) {
+  for (std::int64_t rows : {1, 3, 8, 13, 33, 70, 200, 600}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
     GpuPreCase pre_case(rows, seed, false);
@@ -221,10 +231,10 @@ TEST_F(HcGpu, PreClusterAndGridKernelsAgreeBitwise) {
 }
 
 // x and W that are not 16-byte aligned take the grid kernel's scalar loads; the values, and so
-// the results, are those of the cluster kernel's 16-byte loads (T = 5: one row per cluster,
-// T = 33: groups of 8 rows).
+// the results, are those of the cluster kernels' 16-byte loads (T = 5: one row per cluster,
+// T = 33: groups of 8 rows, T = 70 and 600: the row clusters, 8 and 2 blocks per tile).
 TEST_F(HcGpu, NormMixLoadPathsAgreeBitwise) {
-  for (std::int64_t rows : {5, 33}) {
+  for (std::int64_t rows : {5, 33, 70, 600}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(rows));
     GpuPreCase pre_case(rows, seed, true);
@@ -594,6 +604,8 @@ TEST(HcGpuSanitizer, EveryKernelOnSmallProblems) {
   for (const auto& [n_hc, embd, rows] : {std::tuple{4, std::int64_t{256}, std::int64_t{5}},
                                          std::tuple{4, std::int64_t{512}, std::int64_t{3}},
                                          std::tuple{4, std::int64_t{256}, std::int64_t{12}},
+                                         std::tuple{4, std::int64_t{256}, std::int64_t{60}},
+                                         std::tuple{4, std::int64_t{64}, std::int64_t{530}},
                                          std::tuple{3, std::int64_t{33}, std::int64_t{2}}}) {
     const std::uint64_t seed = testing::fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed) + ", n_hc " + std::to_string(n_hc));

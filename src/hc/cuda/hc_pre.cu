@@ -1,11 +1,11 @@
 // norm-mix and HC-pre in one launch on a grid of blocks (docs/hc.md, "HC-pre in one launch"):
-// the kernel for larger T and for the shapes the cluster kernel (hc_pre_cluster.cu, small T)
-// does not take. The span arithmetic is pre_spans.cuh's. A block covers one half or one whole
-// chunk for one or more groups of up to 8 rows, sums its spans in span order and stores per row
-// the M partial dot products and the partial sum of squares in the workspace. The last block of
-// a group to arrive (a counter it resets to zero) adds the chunks up in a fixed order and
-// finishes the group's rows: mix, then for HC-pre split, collapse and RMSNorm with the same
-// block routines as the standalone kernels.
+// the kernel for the shapes the cluster kernels (hc_pre_cluster.cu, hc_pre_row_clusters.cu) do
+// not take: n_hc ≠ 4, E > 5120 or E % 8 ≠ 0, views that do not allow 16-byte loads. The span
+// arithmetic is pre_spans.cuh's. A block covers one half or one whole chunk for one or more groups
+// of up to 8 rows, sums its spans in span order and stores per row the M partial dot products and
+// the partial sum of squares in the workspace. The last block of a group to arrive (a counter it
+// resets to zero) adds the chunks up in a fixed order and finishes the group's rows: mix, then for
+// HC-pre split, collapse and RMSNorm with the same block routines as the standalone kernels.
 //
 // Batch invariance: a row's value at every step depends only on the row and the row width.
 // Each output element of an MMA depends only on its own row of A and column of B, the spans,
@@ -437,13 +437,13 @@ void launch_pre(const PreLaunch& p, Stream stream) {
 
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream) {
-  if (hc_norm_mix_on_cluster(args, stream)) return;
+  if (hc_norm_mix_on_cluster(args, stream) || hc_norm_mix_on_row_clusters(args, stream)) return;
   launch_pre<false>(make_launch(plan, args, workspace), stream);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
-  if (hc_pre_on_cluster(args, stream)) return;
+  if (hc_pre_on_cluster(args, stream) || hc_pre_on_row_clusters(args, stream)) return;
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
   launch_pre<true>(p, stream);

@@ -24,8 +24,8 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
-#include <mutex>
 
+#include "common/cluster_launch.cuh"
 #include "common/cuda_check.cuh"
 #include "common/dependent_launch.cuh"
 #include "hc/cuda/hc_pre_cluster.h"
@@ -46,18 +46,15 @@ constexpr int kSlabElements = kQuad * kRowThreads;
 constexpr int kMaxSlabs = 5;  // E ≤ 5 · 1024
 constexpr int kSplitBlock = kClusterBlocks - 1;
 constexpr int kSlabBlocks = kSplitBlock;  // blocks 0 .. 14 take the collapse tasks
-constexpr int kCombineLoads = 3;          // chunks per lane in the combine: ⌈80 / 32⌉
-// Up to 64 groups of 8 rows; beyond, the grid kernel's schedule is faster (H200, HC-pre at
-// T = 1024: 169 µs on clusters, 159 µs on the grid; at T = 512: 89 against 100 µs).
-constexpr std::int64_t kMaxRows = 512;
 using hc::kPreMaxGroupRows;
 static_assert(kPreMaxGroupRows <= 8 && kPreMaxGroupRows <= kSlabBlocks,
               "a group is one MMA column tile, and its rows' norm blocks are slab blocks");
 static_assert(kRowWarps == 2 * kSpansPerHalf, "a block's warps: two halves of four spans");
 static_assert(kClusterM == kTileOutputs + 8, "W rows g, g + 8 and 16 + g are the outputs");
 static_assert(kBlockChunks * kClusterBlocks * hc::kPreChunkWidth ==
-                  kClusterN * kMaxSlabs * kSlabElements,
-              "the row widths the spans and the slabs cover agree");
+                      kClusterN * kMaxSlabs * kSlabElements &&
+                  kMaxSlabs * kSlabElements == kClusterMaxEmbd,
+              "the spans and the slabs cover the widest row fits_cluster_kernels lets in");
 
 // Collapse tasks (row, slab) one block takes at most.
 template <int kRows>
@@ -93,12 +90,6 @@ struct ThreadLoads {
   Quad norm_weight[kMaxSlabs];                  // the RMSNorm weights of the thread's quads
   float pre_scale = 0.0f;
   float pre_base[kClusterN] = {};
-};
-
-// The rows of one cluster: rows first .. first + count − 1 of the launch.
-struct RowGroup {
-  std::int64_t first;
-  int count;
 };
 
 // Collapse task j of a group: row j / slabs, slab j mod slabs, on block j mod kSlabBlocks.
@@ -213,34 +204,12 @@ __device__ void push_chunk_totals(const ClusterLaunch& p, cg::cluster_group& clu
                                   ClusterShared<kRows>& s) {
   constexpr int kSpanStride = kRows * kEntries;  // between spans
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int half = warp / kSpansPerHalf;
   const int span = warp % kSpansPerHalf;
-  const int g = lane / 4;
-  const int t = lane % 4;
 #pragma unroll
   for (int i = 0; i < kBlockChunks; ++i) {
     if (block + i * kClusterBlocks >= p.chunks) break;
-    LaneWeights w = {};
-    widen_lane_weights(l.weights[i][0], w.v[0][0]);
-    widen_lane_weights(l.weights[i][1], w.v[0][1]);
-    widen_lane_weights(l.weights[i][2], w.v[1][0]);
-    float d[kRoundTiles][4];
-    span_products(w, split_inputs(l.x[i]), true, d);
-    const float squares = span_squares(l.x[i]);
-    float(*out)[kEntries] = s.spans[i][half][span];
-    // D(k, c) for outputs k = g, g + 8, 16 + g and group rows c = 2t, 2t + 1 (only the first
-    // for single rows: a bound the compiler sees, so no odd-row stores or sums are compiled).
-#pragma unroll
-    for (int c = 0; c < (kRows > 1 ? 2 : 1); ++c) {
-      const int row = 2 * t + c;
-      if (row < kRows) {
-        out[row][g] = d[0][c];
-        out[row][g + 8] = d[0][2 + c];
-        out[row][kTileOutputs + g] = d[1][c];
-      }
-    }
-    if (t == 0 && g < kRows) out[g][kClusterM] = squares;
+    store_span_entries<kRows>(l.weights[i], l.x[i], s.spans[i][half][span]);
   }
   __syncthreads();
   // Pairs with the kernel's first arrival: no block writes into another before that one has
@@ -263,33 +232,12 @@ __device__ void push_chunk_totals(const ClusterLaunch& p, cg::cluster_group& clu
   }
 }
 
-// Entry k of group row `row` from every block's chunk totals, in the grid kernel's order: lane l
-// of a warp adds chunks l, l + 32, l + 64 in order, and warp_sum's butterfly adds the lanes
-// (lane 0's additions, reproduced here by one thread).
+// Entry k of group row `row` from every block's chunk totals (chunk c from block c mod 16).
 template <int kRows>
 __device__ __forceinline__ float combine_entry(const ClusterLaunch& p,
                                                const ClusterShared<kRows>& s, int row, int k) {
-  float lanes[kWarpSize];
-#pragma unroll
-  for (int l = 0; l < kWarpSize; ++l) {
-    float total = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kCombineLoads; ++j) {
-      const int c = l + j * kWarpSize;
-      if (c < p.chunks) total += s.chunks[c % kClusterBlocks][c / kClusterBlocks][row][k];
-    }
-    lanes[l] = total;
-  }
-  // Offsets 16, 8, 4, 2, 1, each loop with a constant count (so that lanes stays in registers).
-#pragma unroll
-  for (int l = 0; l < 16; ++l) lanes[l] += lanes[l + 16];
-#pragma unroll
-  for (int l = 0; l < 8; ++l) lanes[l] += lanes[l + 8];
-#pragma unroll
-  for (int l = 0; l < 4; ++l) lanes[l] += lanes[l + 4];
-  lanes[0] += lanes[2];
-  lanes[1] += lanes[3];
-  return lanes[0] + lanes[1];
+  return combine_in_lane_order(
+      p.chunks, [&](int c) { return s.chunks[c % kClusterBlocks][c / kClusterBlocks][row][k]; });
 }
 
 // Block 15: the mix rows, and for HC-pre the split rows (four lanes of warp 0 per row run the
@@ -398,9 +346,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
   auto& s = *reinterpret_cast<ClusterShared<kRows>*>(shared);
   cg::cluster_group cluster = cg::this_cluster();
   const int block = static_cast<int>(cluster.block_rank());
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * kRows;
-  const std::int64_t left = p.norm_mix.rows - first;
-  const RowGroup group{first, static_cast<int>(left < kRows ? left : kRows)};
+  const RowGroup group = cluster_row_group(p.norm_mix.rows, kRows);
   // The launch may overlap the kernel before (only parameters are read before that completes),
   // and the kernel after may start on the SMs the cluster leaves idle.
   allow_dependent_grids();
@@ -408,8 +354,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
   issue_parameter_loads<kFull>(p, block, group, loads);
   wait_for_prior_grids();
   issue_input_loads<kFull>(p, block, group, loads);
-  // This block has started (waited for before the first write into another block).
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  arrive_started();
   push_chunk_totals<kFull>(p, cluster, block, group, loads, s);
   cluster.sync();  // every block's chunk totals have arrived
   // Orders this block's own pushes (generic stores by other threads) before the reads for
@@ -443,59 +388,20 @@ __global__ void __launch_bounds__(kRowThreads, 1) cluster_pre_kernel(const Clust
   }
 }
 
-bool aligned16(const void* ptr) {
-  return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
-}
-
-// Clusters of 16 blocks along x, one per group of kRows rows; a dependent launch
-// (dependent_launch.cuh).
+// Clusters of 16 blocks along x, one per group of kRows rows; a dependent launch.
 template <int kRows>
 cudaLaunchConfig_t cluster_config(std::int64_t rows, Stream stream,
                                   cudaLaunchAttribute (&attributes)[2]) {
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = kClusterBlocks;
-  attributes[0].val.clusterDim.y = 1;
-  attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kClusterBlocks, static_cast<unsigned>((rows + kRows - 1) / kRows));
-  config.blockDim = dim3(kRowThreads);
-  config.dynamicSmemBytes = sizeof(ClusterShared<kRows>);
-  config.stream = native(stream);
-  config.attrs = attributes;
-  config.numAttrs = 2;
-  return config;
+  return cluster_launch_config(rows, kRows, kClusterBlocks, kRowThreads,
+                               sizeof(ClusterShared<kRows>), native(stream), attributes);
 }
 
-// How many clusters of this kernel the current device runs at once (0: none can run); the first
-// call per device allows the non-portable size and the shared memory, and asks the occupancy
-// calculator.
+// How many clusters of this kernel the current device runs at once (0: none can run).
 template <bool kFull, int kRows>
-int resident_clusters() {
-  static std::mutex mutex;
-  static std::uint64_t checked = 0;  // bit d: device d (mod 64) was asked
-  static int clusters[64] = {};
-  int device = 0;
-  TD_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  const std::lock_guard<std::mutex> lock(mutex);
-  if ((checked & bit) == 0) {
-    checked |= bit;
-    const auto kernel = cluster_pre_kernel<kFull, kRows>;
-    cudaLaunchAttribute attributes[2];
-    const cudaLaunchConfig_t config = cluster_config<kRows>(1, Stream{}, attributes);
-    int count = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-            cudaSuccess &&
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(sizeof(ClusterShared<kRows>))) == cudaSuccess &&
-        cudaOccupancyMaxActiveClusters(&count, kernel, &config) == cudaSuccess) {
-      clusters[device & 63] = count;
-    }
-    (void)cudaGetLastError();  // a refusal above is an answer, not an error of a later launch
-  }
-  return clusters[device & 63];
+int clusters_at_once() {
+  cudaLaunchAttribute attributes[2];
+  return resident_clusters<cluster_pre_kernel<kFull, kRows>>(
+      cluster_config<kRows>(1, Stream{}, attributes));
 }
 
 template <bool kFull, int kRows>
@@ -506,20 +412,18 @@ void launch_groups(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
 }
 
 // One row per cluster while all the clusters run at once (H200: up to 7 rows, HC-pre ≈ 7.2 µs
-// against ≈ 9.4 µs for a group of up to 8 rows), groups of 8 rows beyond.
+// against ≈ 9.4 µs for a group of up to 8 rows), groups of 8 rows beyond, as long as all the
+// groups run at once (H200: T ≤ 56). More rows would run in waves of one latency chain each:
+// those take the row clusters (hc_pre_row_clusters.cu; H200, same-call A/B, HC-pre at T = 64
+// 18.5 µs here against 14.7 there, at T = 512 89.1 against 48.8).
 template <bool kFull>
 bool try_launch(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
-  const hc::NormMixArgs& a = p.norm_mix;
-  const bool shape = a.n_hc == kClusterN && rows <= kMaxRows && a.embd % 8 == 0 &&
-                     a.embd <= kMaxSlabs * kSlabElements && aligned16(a.x.data) &&
-                     a.x.row_stride % 4 == 0 && a.x.stream_stride % 4 == 0 && aligned16(a.weight) &&
-                     a.weight_stride % 8 == 0;
-  if (!shape) return false;
-  if (rows <= resident_clusters<kFull, 1>()) {
+  if (!fits_cluster_kernels(p.norm_mix)) return false;
+  if (rows <= clusters_at_once<kFull, 1>()) {
     launch_groups<kFull, 1>(p, rows, stream);
     return true;
   }
-  if (resident_clusters<kFull, kPreMaxGroupRows>() == 0) return false;
+  if (rows > kPreMaxGroupRows * clusters_at_once<kFull, kPreMaxGroupRows>()) return false;
   launch_groups<kFull, kPreMaxGroupRows>(p, rows, stream);
   return true;
 }

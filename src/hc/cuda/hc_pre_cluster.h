@@ -1,6 +1,8 @@
-// norm-mix and HC-pre on thread-block clusters, one per row or group of rows
-// (hc_pre_cluster.cu). Each call launches and returns true when the problem and the device allow
-// it, and returns false without launching otherwise (the caller then takes the grid kernel).
+// norm-mix and HC-pre on thread-block clusters: while all of a launch's clusters run at once, one
+// cluster of 16 blocks per row or group of 8 rows (hc_pre_cluster.cu); for more rows one cluster
+// of 8 blocks per tile of 8 rows (hc_pre_row_clusters.cu). Each call launches and returns true
+// when the problem, T and the device allow it, and returns false without launching otherwise;
+// the caller tries them in that order, then takes the grid kernel (hc_pre.cu).
 #pragma once
 
 #include <cstdint>
@@ -13,5 +15,7 @@ namespace turbodecode::cuda {
 
 bool hc_norm_mix_on_cluster(const hc::NormMixArgs& args, Stream stream);
 bool hc_pre_on_cluster(const hc::PreArgs& args, Stream stream);
+bool hc_norm_mix_on_row_clusters(const hc::NormMixArgs& args, Stream stream);
+bool hc_pre_on_row_clusters(const hc::PreArgs& args, Stream stream);
 
 }  // namespace turbodecode::cuda

@@ -119,6 +119,99 @@ __device__ __forceinline__ float half_total(const float* v, int span_stride) {
   return ((v[0] + v[span_stride]) + v[2 * span_stride]) + v[3 * span_stride];
 }
 
+// A warp's span of one chunk for a group of up to kRows rows, from the lane's raw F16 weights of
+// outputs g, g + 8 and 16 + g and its 8 inputs of row g: stores D(k, row) for those outputs and
+// rows 2t, 2t + 1 at out[row][k], and row g's sum of squares at out[g][kEntries − 1] (for single
+// rows only row 0's, a bound the compiler sees, so no odd-row stores are compiled).
+template <int kRows, int kEntries>
+__device__ __forceinline__ void store_span_entries(const uint4 (&weights)[3], const LaneInputs& x,
+                                                   float (*out)[kEntries]) {
+  static_assert(kEntries == kTileOutputs + 8 + 1, "outputs g, g + 8, 16 + g and the squares");
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  LaneWeights w = {};
+  widen_lane_weights(weights[0], w.v[0][0]);
+  widen_lane_weights(weights[1], w.v[0][1]);
+  widen_lane_weights(weights[2], w.v[1][0]);
+  float d[kRoundTiles][4];
+  span_products(w, split_inputs(x), true, d);
+  const float squares = span_squares(x);
+#pragma unroll
+  for (int c = 0; c < (kRows > 1 ? 2 : 1); ++c) {
+    const int row = 2 * t + c;
+    if (row < kRows) {
+      out[row][g] = d[0][c];
+      out[row][g + 8] = d[0][2 + c];
+      out[row][kTileOutputs + g] = d[1][c];
+    }
+  }
+  if (t == 0 && g < kRows) out[g][kEntries - 1] = squares;
+}
+
+// An entry of a row from its chunk totals, chunk_total(c) for c < chunks ≤ 96, in the grid
+// kernel's order: lane l of a warp adds chunks l, l + 32, l + 64 in order, and warp_sum's
+// butterfly adds the lanes. One thread does lane 0's additions (the cluster kernels, which hold
+// the chunk totals in shared memory).
+inline constexpr int kCombineLoads = 3;
+
+template <class ChunkTotal>
+__device__ __forceinline__ float combine_in_lane_order(int chunks, ChunkTotal chunk_total) {
+  float lanes[kWarpSize];
+#pragma unroll
+  for (int l = 0; l < kWarpSize; ++l) {
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kCombineLoads; ++j) {
+      const int c = l + j * kWarpSize;
+      if (c < chunks) total += chunk_total(c);
+    }
+    lanes[l] = total;
+  }
+  // Offsets 16, 8, 4, 2, 1, each loop with a constant count (so that lanes stays in registers).
+#pragma unroll
+  for (int l = 0; l < 16; ++l) lanes[l] += lanes[l + 16];
+#pragma unroll
+  for (int l = 0; l < 8; ++l) lanes[l] += lanes[l + 8];
+#pragma unroll
+  for (int l = 0; l < 4; ++l) lanes[l] += lanes[l + 4];
+  lanes[0] += lanes[2];
+  lanes[1] += lanes[3];
+  return lanes[0] + lanes[1];
+}
+
+// The rows of a cluster kernel's group (blockIdx.y): first .. first + count − 1 of the launch.
+struct RowGroup {
+  std::int64_t first;
+  int count;
+};
+
+__device__ __forceinline__ RowGroup cluster_row_group(std::int64_t rows, int group_rows) {
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * group_rows;
+  const std::int64_t left = rows - first;
+  return {first, static_cast<int>(left < group_rows ? left : group_rows)};
+}
+
+// Arrives, without ordering any memory access, at the cluster barrier that the block later waits
+// for before its first write into another block's shared memory: no block writes into one that
+// has not started (compute-sanitizer's racecheck flags such writes).
+__device__ __forceinline__ void arrive_started() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// Whether the cluster kernels take a norm-mix / HC-pre problem: n_hc = 4, E ≤ 5120 (rows of at
+// most 80 chunks) and 16-byte loads of 8 x and W values everywhere.
+inline constexpr int kClusterMaxEmbd = 5120;
+
+inline bool fits_cluster_kernels(const hc::NormMixArgs& a) {
+  const auto aligned16 = [](const void* ptr) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
+  };
+  return a.n_hc == 4 && a.embd % 8 == 0 && a.embd <= kClusterMaxEmbd && aligned16(a.x.data) &&
+         a.x.row_stride % 4 == 0 && a.x.stream_stride % 4 == 0 && aligned16(a.weight) &&
+         a.weight_stride % 8 == 0;
+}
+
 // Mix output k of a row from its combined totals: ρ · total_k, ρ the RMSNorm scale of the whole
 // n·E row (the spec's Σ W·(x·ρ), with ρ applied to the finished sum).
 __device__ __forceinline__ float mix_output(const hc::NormMixArgs& a, float total,

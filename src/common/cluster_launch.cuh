@@ -1,0 +1,65 @@
+// Launching kernels on thread-block clusters (Hopper): the launch configuration, as a dependent
+// launch (dependent_launch.cuh), and how many clusters of a kernel the device runs at once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "common/cuda_check.cuh"
+
+namespace turbodecode::cuda {
+
+// A grid of one cluster of cluster_blocks blocks (along x) per group of group_rows of rows (along
+// y), allowed to overlap the kernel before it.
+inline cudaLaunchConfig_t cluster_launch_config(std::int64_t rows, int group_rows,
+                                                int cluster_blocks, int threads,
+                                                std::size_t shared_bytes, cudaStream_t stream,
+                                                cudaLaunchAttribute (&attributes)[2]) {
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+  attributes[0].val.clusterDim.y = 1;
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(cluster_blocks),
+                        static_cast<unsigned>((rows + group_rows - 1) / group_rows));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = 2;
+  return config;
+}
+
+// How many clusters of kKernel, launched as config, the current device runs at once (0: none
+// can run). The first call per device allows kKernel a non-portable cluster size and config's
+// shared memory, then asks the occupancy calculator.
+template <auto kKernel>
+int resident_clusters(const cudaLaunchConfig_t& config) {
+  static std::mutex mutex;
+  static std::uint64_t checked = 0;  // bit d: device d (mod 64) was asked
+  static int clusters[64] = {};
+  int device = 0;
+  TD_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if ((checked & bit) == 0) {
+    checked |= bit;
+    int count = 0;
+    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+            cudaSuccess &&
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(config.dynamicSmemBytes)) == cudaSuccess &&
+        cudaOccupancyMaxActiveClusters(&count, kKernel, &config) == cudaSuccess) {
+      clusters[device & 63] = count;
+    }
+    (void)cudaGetLastError();  // a refusal above is an answer, not an error of a later launch
+  }
+  return clusters[device & 63];
+}
+
+}  // namespace turbodecode::cuda
