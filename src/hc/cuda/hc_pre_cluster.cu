@@ -180,8 +180,9 @@ __device__ void issue_input_loads(const ClusterLaunch& p, int block, RowGroup gr
     const bool inside = span_inside(p, block, i, column);
     // The span's stream (n = 4): comparisons instead of a division.
     const int h = (column >= embd) + (column >= 2 * embd) + (column >= 3 * embd);
-    l.x[i] = inside && g < group.count
-                 ? load_lane_inputs(a.x.at(group.first + g, h) + (column - h * embd))
+    const int row = span_input_row<kRows>(g, group.count);
+    l.x[i] = inside && row >= 0
+                 ? load_lane_inputs(a.x.at(group.first + row, h) + (column - h * embd))
                  : LaneInputs{};
   }
   if constexpr (kFull) {

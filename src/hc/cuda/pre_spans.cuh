@@ -57,6 +57,16 @@ __device__ __forceinline__ SplitInputs split_inputs(const LaneInputs& x) {
   return parts;
 }
 
+// The group row whose inputs lane group g loads for the MMAs' B, or −1 for none: row g, or for a
+// single row (span_products_packed) row 0 in the groups that hold its three parts.
+inline constexpr int kPackedParts = 3;
+
+template <int kRows>
+__device__ __forceinline__ int span_input_row(int g, int rows) {
+  if constexpr (kRows == 1) return g < kPackedParts ? 0 : -1;
+  return g < rows ? g : -1;
+}
+
 // 8 consecutive x values from a 16-byte aligned address.
 __device__ __forceinline__ LaneInputs load_lane_inputs(const float* src) {
   const float4 first = __ldg(reinterpret_cast<const float4*>(src));
@@ -103,6 +113,39 @@ __device__ __forceinline__ void span_products(const LaneWeights& w, const SplitI
   }
 }
 
+// A single row's span with its three parts of x packed into one B tile: lane groups g = 0, 1, 2
+// hold the row's hi, mid and lo as three columns, so one chain of MMAs per tile does the work of
+// three. Each MMA output element depends only on its own row of A and column of B, so a column
+// gets the bits its part's own chain would (span_products). Lanes 4g hold the row's results for
+// outputs g and g + 8 of each tile: hi + (mid + lo), lo taken from lane 4g + 1.
+
+__device__ __forceinline__ void span_products_packed(const LaneWeights& w, const SplitInputs& x,
+                                                     float (&d)[kRoundTiles][2]) {
+  const int g = static_cast<int>(threadIdx.x) % kWarpSize / 4;
+  unsigned b[kLaneColumns];
+#pragma unroll
+  for (int j = 0; j < kLaneColumns; ++j) b[j] = g == 0 ? x.hi[j] : g == 1 ? x.mid[j] : x.lo[j];
+  float parts[kRoundTiles][4] =
+      {};  // D(g, 0) hi, D(g, 1) mid, D(g + 8, 0), D(g + 8, 1); lo at t = 1
+#pragma unroll
+  for (int j = 0; j < kLaneColumns / 2; ++j) {
+#pragma unroll
+    for (int q = 0; q < kRoundTiles; ++q) {
+      const unsigned a[4] = {__float_as_uint(w.v[q][0][2 * j]), __float_as_uint(w.v[q][1][2 * j]),
+                             __float_as_uint(w.v[q][0][2 * j + 1]),
+                             __float_as_uint(w.v[q][1][2 * j + 1])};
+      mma_tf32(parts[q], a, b[2 * j], b[2 * j + 1]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kRoundTiles; ++q) {
+    const float lo_g = __shfl_xor_sync(0xffffffffu, parts[q][0], 1);
+    const float lo_g8 = __shfl_xor_sync(0xffffffffu, parts[q][2], 1);
+    d[q][0] = parts[q][0] + (parts[q][1] + lo_g);
+    d[q][1] = parts[q][2] + (parts[q][3] + lo_g8);
+  }
+}
+
 // Σ x² of the lane's row over the span: each lane its 8 columns in order, then a butterfly over
 // the 4 lanes of the row (t); every lane gets its row's value.
 __device__ __forceinline__ float span_squares(const LaneInputs& x) {
@@ -121,8 +164,9 @@ __device__ __forceinline__ float half_total(const float* v, int span_stride) {
 
 // A warp's span of one chunk for a group of up to kRows rows, from the lane's raw F16 weights of
 // outputs g, g + 8 and 16 + g and its 8 inputs of row g: stores D(k, row) for those outputs and
-// rows 2t, 2t + 1 at out[row][k], and row g's sum of squares at out[g][kEntries − 1] (for single
-// rows only row 0's, a bound the compiler sees, so no odd-row stores are compiled).
+// rows 2t, 2t + 1 at out[row][k], and row g's sum of squares at out[g][kEntries − 1]. A single
+// row (kRows = 1) takes the packed MMAs: its inputs in lane groups 0 .. kPackedParts − 1
+// (span_input_row).
 template <int kRows, int kEntries>
 __device__ __forceinline__ void store_span_entries(const uint4 (&weights)[3], const LaneInputs& x,
                                                    float (*out)[kEntries]) {
@@ -134,19 +178,30 @@ __device__ __forceinline__ void store_span_entries(const uint4 (&weights)[3], co
   widen_lane_weights(weights[0], w.v[0][0]);
   widen_lane_weights(weights[1], w.v[0][1]);
   widen_lane_weights(weights[2], w.v[1][0]);
-  float d[kRoundTiles][4];
-  span_products(w, split_inputs(x), true, d);
   const float squares = span_squares(x);
-#pragma unroll
-  for (int c = 0; c < (kRows > 1 ? 2 : 1); ++c) {
-    const int row = 2 * t + c;
-    if (row < kRows) {
-      out[row][g] = d[0][c];
-      out[row][g + 8] = d[0][2 + c];
-      out[row][kTileOutputs + g] = d[1][c];
+  if constexpr (kRows == 1) {  // x of the row in lane groups 0 .. kPackedParts − 1
+    float d[kRoundTiles][2];
+    span_products_packed(w, split_inputs(x), d);
+    if (t == 0) {
+      out[0][g] = d[0][0];
+      out[0][g + 8] = d[0][1];
+      out[0][kTileOutputs + g] = d[1][0];
+      if (g == 0) out[0][kEntries - 1] = squares;
     }
+  } else {
+    float d[kRoundTiles][4];
+    span_products(w, split_inputs(x), true, d);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int row = 2 * t + c;
+      if (row < kRows) {
+        out[row][g] = d[0][c];
+        out[row][g + 8] = d[0][2 + c];
+        out[row][kTileOutputs + g] = d[1][c];
+      }
+    }
+    if (t == 0 && g < kRows) out[g][kEntries - 1] = squares;
   }
-  if (t == 0 && g < kRows) out[g][kEntries - 1] = squares;
 }
 
 // An entry of a row from its chunk totals, chunk_total(c) for c < chunks ≤ 96, in the grid
