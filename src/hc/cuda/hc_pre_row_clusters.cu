@@ -23,6 +23,7 @@
 #include "common/dependent_launch.cuh"
 #include "hc/cuda/hc_pre_cluster.h"
 #include "hc/cuda/hc_rows.cuh"
+#include "hc/cuda/pre_clusters.cuh"
 #include "hc/cuda/pre_spans.cuh"
 
 namespace turbodecode::cuda {

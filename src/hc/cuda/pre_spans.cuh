@@ -1,6 +1,7 @@
 // The span arithmetic of norm-mix and HC-pre, shared by the grid kernel (hc_pre.cu) and the
-// cluster kernel (hc_pre_cluster.cu), so that both compute every mix output with the same
-// instructions in the same order: a row's results do not depend on which kernel ran it.
+// cluster kernels (hc_pre_cluster.cu, hc_pre_row_clusters.cu), so that all compute every mix
+// output with the same operations in the same order: a row's results do not depend on which
+// kernel ran it.
 //
 // A row of n·E values is cut into chunks of 256 columns, a chunk into two halves of 128, a half
 // into four spans of 32. A warp computes one span for a group of up to 8 rows on the tensor
@@ -9,8 +10,10 @@
 // so that the products are exact and only the f32 sums round. Lane 4g + t holds row g of the
 // group and outputs g, g + 8 of each 16-output tile, at the 8 consecutive columns 8t .. 8t + 7
 // of the span. A chunk's value is ((s0 + s1) + s2) + s3 of its first half plus the same of its
-// second; both kernels' combines then give lane l of a warp chunks l, l + 32, … to add in order,
-// from 0, and add the lanes with warp_sum.
+// second; every kernel's combine then gives lane l of a warp chunks l, l + 32, … to add in order,
+// from 0, and adds the lanes with warp_sum (combine_in_lane_order does the same on one thread).
+// A single row may instead pack its three parts into one B tile (span_products_packed): the
+// same bits with a third of the MMAs.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -117,16 +120,16 @@ __device__ __forceinline__ void span_products(const LaneWeights& w, const SplitI
 // hold the row's hi, mid and lo as three columns, so one chain of MMAs per tile does the work of
 // three. Each MMA output element depends only on its own row of A and column of B, so a column
 // gets the bits its part's own chain would (span_products). Lanes 4g hold the row's results for
-// outputs g and g + 8 of each tile: hi + (mid + lo), lo taken from lane 4g + 1.
-
+// outputs g and g + 8 of each tile: hi + (mid + lo), lo taken from lane 4g + 1. Lane groups
+// g ≥ 3 hold zeros (span_input_row), whose columns nobody reads.
 __device__ __forceinline__ void span_products_packed(const LaneWeights& w, const SplitInputs& x,
                                                      float (&d)[kRoundTiles][2]) {
   const int g = static_cast<int>(threadIdx.x) % kWarpSize / 4;
   unsigned b[kLaneColumns];
 #pragma unroll
   for (int j = 0; j < kLaneColumns; ++j) b[j] = g == 0 ? x.hi[j] : g == 1 ? x.mid[j] : x.lo[j];
-  float parts[kRoundTiles][4] =
-      {};  // D(g, 0) hi, D(g, 1) mid, D(g + 8, 0), D(g + 8, 1); lo at t = 1
+  // Lane 4g: D(g, 0) = hi, D(g, 1) = mid, D(g + 8, 0), D(g + 8, 1); lane 4g + 1: lo in D(·, 2).
+  float parts[kRoundTiles][4] = {};
 #pragma unroll
   for (int j = 0; j < kLaneColumns / 2; ++j) {
 #pragma unroll
@@ -233,38 +236,6 @@ __device__ __forceinline__ float combine_in_lane_order(int chunks, ChunkTotal ch
   lanes[0] += lanes[2];
   lanes[1] += lanes[3];
   return lanes[0] + lanes[1];
-}
-
-// The rows of a cluster kernel's group (blockIdx.y): first .. first + count − 1 of the launch.
-struct RowGroup {
-  std::int64_t first;
-  int count;
-};
-
-__device__ __forceinline__ RowGroup cluster_row_group(std::int64_t rows, int group_rows) {
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * group_rows;
-  const std::int64_t left = rows - first;
-  return {first, static_cast<int>(left < group_rows ? left : group_rows)};
-}
-
-// Arrives, without ordering any memory access, at the cluster barrier that the block later waits
-// for before its first write into another block's shared memory: no block writes into one that
-// has not started (compute-sanitizer's racecheck flags such writes).
-__device__ __forceinline__ void arrive_started() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-
-// Whether the cluster kernels take a norm-mix / HC-pre problem: n_hc = 4, E ≤ 5120 (rows of at
-// most 80 chunks) and 16-byte loads of 8 x and W values everywhere.
-inline constexpr int kClusterMaxEmbd = 5120;
-
-inline bool fits_cluster_kernels(const hc::NormMixArgs& a) {
-  const auto aligned16 = [](const void* ptr) {
-    return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
-  };
-  return a.n_hc == 4 && a.embd % 8 == 0 && a.embd <= kClusterMaxEmbd && aligned16(a.x.data) &&
-         a.x.row_stride % 4 == 0 && a.x.stream_stride % 4 == 0 && aligned16(a.weight) &&
-         a.weight_stride % 8 == 0;
 }
 
 // Mix output k of a row from its combined totals: ρ · total_k, ρ the RMSNorm scale of the whole
