@@ -79,13 +79,14 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced
 // by separate thread blocks; the last block to finish a group of rows (a completion counter in the
 // workspace, reset by that block) combines the chunks in a fixed order, so results are
-// deterministic and independent of the batch. Up to 512 rows (n = 4, E ≤ 5120, 16-byte aligned x
-// and W) the rows instead run on clusters of 16 thread blocks, one per row or per group of 8
-// rows, that exchange the same chunk sums through distributed shared memory (the workspace is
-// then not touched); a row's results are bitwise the same either way. On clusters, the
-// parameters (mix_weight, and for HC-pre scale, base and norm_weight) are read as soon as the
-// launch starts, which may be while the kernel before it on the stream still runs: they must
-// not be written by the kernel launched just before (x may be).
+// deterministic and independent of the batch. For n = 4, E ≤ 5120 and 16-byte aligned x and W
+// the rows instead run on thread-block clusters that exchange the same chunk sums through
+// distributed shared memory (the workspace is then not touched): clusters of 16 blocks, one per
+// row or group of 8 rows, while all of them fit on the device at once, else clusters of 8 or 2
+// blocks per tile of 8 rows. A row's results are bitwise the same on every kernel. The small-T
+// clusters read the parameters (mix_weight, and for HC-pre scale, base and norm_weight) as soon
+// as the launch starts, which may be while the kernel before it on the stream still runs: they
+// must not be written by the kernel launched just before (x may be).
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
