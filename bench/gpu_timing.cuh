@@ -12,8 +12,8 @@
 #include <functional>
 #include <vector>
 
-#include "common/cuda_check.cuh"
-#include "common/dependent_launch.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "turbodecode/tensor.h"
 
 namespace turbodecode::bench {

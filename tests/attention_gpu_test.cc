@@ -16,7 +16,7 @@
 #include "attention_cases.h"
 #include "common/cuda_runtime.h"
 #include "common/f16.h"
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 #include "test_support.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/buffer.h"

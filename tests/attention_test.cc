@@ -13,7 +13,7 @@
 #include "attention/state.h"
 #include "attention_cases.h"
 #include "common/f16.h"
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 #include "test_support.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/error.h"

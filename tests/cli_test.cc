@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/f16.h"
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 #include "test_support.h"
 #include "turbodecode/io.h"
 

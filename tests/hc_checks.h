@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hc_problem.h"
-#include "oracle/hc_oracle.h"
+#include "reference/hc_oracle.h"
 
 namespace turbodecode::testing {
 

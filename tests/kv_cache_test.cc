@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/f16.h"
-#include "oracle/tq_oracle.h"
+#include "reference/tq_oracle.h"
 #include "test_support.h"
 #include "turbodecode/error.h"
 #include "turbodecode/kv_cache.h"

@@ -13,7 +13,7 @@
 
 #include "codec_agreement.h"
 #include "common/f16.h"
-#include "oracle/tq_oracle.h"
+#include "reference/tq_oracle.h"
 #include "test_support.h"
 #include "tq/tables.h"
 #include "turbodecode/buffer.h"

@@ -16,7 +16,7 @@
 #include "device_tensor.h"
 #include "fidelity.h"
 #include "global_options.h"
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 #include "tensor_files.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/kv_cache.h"

@@ -6,7 +6,7 @@
 
 #include "common/thread_pool.h"
 #include "device_tensor.h"
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 #include "synthetic_kv.h"
 #include "visible_positions.h"
 

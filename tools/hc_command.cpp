@@ -19,7 +19,7 @@
 #include "common/validate.h"
 #include "device_tensor.h"
 #include "global_options.h"
-#include "oracle/hc_oracle.h"
+#include "reference/hc_oracle.h"
 #include "turbodecode/buffer.h"
 #include "turbodecode/hc.h"
 #include "turbodecode/q8.h"

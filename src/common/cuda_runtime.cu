@@ -1,4 +1,4 @@
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "common/cuda_runtime.h"
 
 namespace turbodecode::cuda {

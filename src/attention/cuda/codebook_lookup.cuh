@@ -13,7 +13,7 @@
 
 #include "attention/cuda/codebook_layout.h"
 #include "attention/cuda/decode_params.cuh"
-#include "common/shared_address.cuh"
+#include "common/cuda/shared_address.cuh"
 #include "tq/cuda/codec_tables.cuh"
 
 namespace turbodecode::cuda::decode {

@@ -10,7 +10,7 @@
 #include "attention/cuda/merge_kernel.cuh"
 #include "attention/cuda/split_launch.h"
 #include "attention/cuda/split_shape.h"
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "common/validate.h"
 
 namespace turbodecode::cuda {

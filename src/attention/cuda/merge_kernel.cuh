@@ -21,7 +21,7 @@
 
 #include "attention/cuda/decode_params.cuh"
 #include "attention/state.h"
-#include "common/dependent_launch.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda::decode {

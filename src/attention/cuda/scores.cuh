@@ -16,7 +16,7 @@
 #include "attention/cuda/codebook_lookup.cuh"
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/split_shape.h"
-#include "common/mma_m16n8k16.cuh"
+#include "common/cuda/mma_m16n8k16.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {

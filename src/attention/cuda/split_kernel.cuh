@@ -28,11 +28,11 @@
 #include "attention/cuda/split_shape.h"
 #include "attention/cuda/values.cuh"
 #include "attention/state.h"
-#include "common/cp_async.cuh"
-#include "common/cuda_check.cuh"
-#include "common/dependent_launch.cuh"
-#include "common/pipeline_barriers.cuh"
-#include "common/shared_memory_opt_in.cuh"
+#include "common/cuda/cp_async.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
+#include "common/cuda/pipeline_barriers.cuh"
+#include "common/cuda/shared_memory_opt_in.cuh"
 #include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {

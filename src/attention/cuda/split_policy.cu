@@ -6,7 +6,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/split_launch.h"
 #include "attention/cuda/split_shape.h"
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "common/cuda_runtime.h"
 
 namespace turbodecode::cuda {

@@ -22,7 +22,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/row_access.cuh"
 #include "attention/cuda/split_shape.h"
-#include "common/mma_m16n8k16.cuh"
+#include "common/cuda/mma_m16n8k16.cuh"
 
 namespace turbodecode::cuda::decode {
 

@@ -7,8 +7,8 @@
 // keeps the memory traffic and the arithmetic of every warp interleaved. A block builds its
 // code bucket tables once, while its warps' first rows load.
 #include "cache/cuda/append_cuda.h"
-#include "common/cuda_check.cuh"
-#include "common/dependent_launch.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "common/validate.h"
 #include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"

@@ -2,7 +2,7 @@
 // products of a tile of tokens with the same warp routine as q8_matvec, lane 0 stores them, and
 // lanes c < n expand element d into destination stream c with the same float operations as the
 // expand kernels.
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "q8/cuda/q8_cuda.h"

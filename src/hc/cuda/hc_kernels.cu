@@ -2,8 +2,8 @@
 // split + collapse (+ RMSNorm) kernel.
 #include <cstdint>
 
-#include "common/cuda_check.cuh"
-#include "common/dependent_launch.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_rows.cuh"
 

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "hc/cuda/hc_cuda.h"
 #include "hc/cuda/hc_pre_cluster.h"
 #include "hc/cuda/hc_rows.cuh"

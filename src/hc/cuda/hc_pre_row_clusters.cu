@@ -18,9 +18,9 @@
 
 #include <cstdint>
 
-#include "common/cluster_launch.cuh"
-#include "common/cuda_check.cuh"
-#include "common/dependent_launch.cuh"
+#include "common/cuda/cluster_launch.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "hc/cuda/hc_pre_cluster.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "hc/cuda/pre_clusters.cuh"

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "common/mma_tf32.cuh"
+#include "common/cuda/mma_tf32.cuh"
 #include "hc/hc_args.h"
 #include "hc/hc_math.h"
 #include "hc/pre_workspace.h"

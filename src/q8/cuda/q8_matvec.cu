@@ -1,6 +1,6 @@
 // Q8_0 matvec kernel: one warp per output row, tiles of kTokens token rows on the grid's y axis,
 // so each weight row is read once per tile rather than once per token.
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "q8/cuda/q8_cuda.h"
 #include "q8/cuda/q8_warp_dot.cuh"
 

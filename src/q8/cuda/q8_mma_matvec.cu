@@ -22,10 +22,10 @@
 
 #include <cstdint>
 
-#include "common/cp_async.cuh"
-#include "common/cuda_check.cuh"
-#include "common/mma_tf32.cuh"
-#include "common/shared_memory_opt_in.cuh"
+#include "common/cuda/cp_async.cuh"
+#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/mma_tf32.cuh"
+#include "common/cuda/shared_memory_opt_in.cuh"
 #include "q8/cuda/q8_cuda.h"
 #include "q8/cuda/q8_widen.cuh"
 #include "q8/q8_mma_layout.h"

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "common/dependent_launch.cuh"
-#include "common/shared_memory_opt_in.cuh"
+#include "common/cuda/dependent_launch.cuh"
+#include "common/cuda/shared_memory_opt_in.cuh"
 #include "q8/cuda/q8_widen.cuh"
 #include "turbodecode/q8.h"
 

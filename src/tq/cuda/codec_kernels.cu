@@ -1,6 +1,6 @@
 // CUDA backend of the row codec calls (encode_rows, decode_rows, rotate/unrotate_rows): a warp
 // per row, kRowsPerBlock rows per block, grid-stride over the rows.
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 #include "tq/cuda/codec_cuda.h"
 #include "tq/cuda/row_launch.h"
 #include "tq/cuda/warp_row.cuh"

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 
 namespace turbodecode::cuda {
 

@@ -3,7 +3,7 @@
 //   s_p ← softcap · tanh(s_p / softcap) when softcap > 0,
 //   o   = Σ_p softmax(s)_p · v_p over the visible rows p  (TQ V: v̂_p, rotated basis),
 // then o ← R_D⁻¹(o) for TQ V unless the rotated result is asked for. No visible row: o = 0.
-#include "oracle/attention_oracle.h"
+#include "reference/attention_oracle.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "oracle/tq_oracle.h"
+#include "reference/tq_oracle.h"
 
 namespace turbodecode::oracle {
 namespace {

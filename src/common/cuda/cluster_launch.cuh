@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "common/cuda_check.cuh"
+#include "common/cuda/cuda_check.cuh"
 
 namespace turbodecode::cuda {
 

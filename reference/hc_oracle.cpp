@@ -1,4 +1,4 @@
-#include "oracle/hc_oracle.h"
+#include "reference/hc_oracle.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // through shared-memory pipelines (decode attention, the tensor-core Q8_0 matvec).
 #pragma once
 
-#include "common/shared_address.cuh"
+#include "common/cuda/shared_address.cuh"
 
 namespace turbodecode::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "common/shared_address.cuh"
+#include "common/cuda/shared_address.cuh"
 
 namespace turbodecode::cuda {
 
