@@ -1,5 +1,6 @@
 // run_decode: the one validation of SPEC §7, then the backend of the cache's device.
 #include "attention/decode_cpu.h"
+#include "common/validate.h"
 #include "attention/validate_decode.h"
 #include "turbodecode/attention.h"
 
@@ -12,6 +13,13 @@ namespace turbodecode {
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                 const TensorView& workspace, Stream stream) {
+  run_decode(plan, cache, q, slot_ids, seq_pos, out, TensorView{}, workspace, stream);
+}
+
+void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                const TensorView& lse, const TensorView& workspace, Stream stream) {
+  check_arg(!lse.present(), "lse", "is not supported by this build yet");
   attention::validate_decode(plan, cache, q, slot_ids, seq_pos, out, workspace, stream);
 #ifdef TURBODECODE_WITH_CUDA
   if (plan.cache.device == Device::cuda) {

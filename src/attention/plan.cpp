@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention/chunks.h"
 #include "attention/split_policy.h"
 #include "attention/workspace.h"
 #include "common/validate.h"
@@ -52,6 +53,10 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
             "options.fixed_splits",
             "must be in [0, " + std::to_string(kMaxFixedSplits) + "] (0 means automatic)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
+  check_arg(options.query_tokens == 1, "options.query_tokens",
+            "is not supported by this build yet");
+  check_arg(options.fixed_chunk_positions >= 0 && options.fixed_chunk_positions % 32 == 0,
+            "options.fixed_chunk_positions", "must be 0 (automatic) or a positive multiple of 32");
 }
 
 attention::SplitPolicy cpu_split_policy(const DecodeOptions& options) {
@@ -68,6 +73,11 @@ attention::SplitPolicy plan_policy(const DecodePlan& plan) {
 }
 
 }  // namespace
+
+std::int64_t DecodePlan::chunk_positions(std::int64_t visible) const {
+  return attention::chunk_positions(
+      {min_chunk_positions, max_chunks, options.fixed_chunk_positions}, visible);
+}
 
 int DecodePlan::splits_for_length(std::int64_t visible) const {
   return attention::splits_for_length(plan_policy(*this), visible);

@@ -19,7 +19,7 @@ bool is_known_format(RowFormat format) {
 }
 
 std::int64_t norm_bytes(RowFormat format, int head_dim) {
-  return is_quantized(format) ? norms_per_row(head_dim) * std::int64_t{sizeof(float)} : 0;
+  return row_scales(format, head_dim) * std::int64_t{sizeof(float)};
 }
 
 std::int64_t align_up(std::int64_t bytes) {
@@ -60,7 +60,7 @@ TensorView rows_view(const Buffer& storage, const KvCacheConfig& c, RowFormat fo
 TensorView norms_view(const Buffer& storage, const KvCacheConfig& c, RowFormat format,
                       std::int64_t offset) {
   if (!is_quantized(format)) return {};
-  return storage.view(DType::f32, {c.slots, c.n_kv_heads, c.capacity, norms_per_row(c.head_dim)},
+  return storage.view(DType::f32, {c.slots, c.n_kv_heads, c.capacity, row_scales(format, c.head_dim)},
                       offset);
 }
 
@@ -80,7 +80,13 @@ void validate_config(const KvCacheConfig& config) {
             "scale_factor_d512", "must be finite and positive");
   // Positions are i32, so a linear cache can never use rows beyond that range.
   check_arg(config.capacity <= INT32_MAX, "capacity", "must fit in a 32-bit position");
+  check_arg(config.page_size == 0 && config.pages == 0, "page_size",
+            "paged caches are not supported by this build yet");
   check_backend(config.device);
+}
+
+std::int64_t pages_per_slot(const KvCacheConfig& config) {
+  return config.page_size > 0 ? (config.capacity + config.page_size - 1) / config.page_size : 0;
 }
 
 std::int64_t bytes_per_position(const KvCacheConfig& config) {
@@ -100,6 +106,12 @@ KvCache::KvCache(const KvCacheConfig& config) {
   view_.k_norms = norms_view(storage_, config, config.k_format, layout.k_norms);
   view_.v = rows_view(storage_, config, config.v_format, layout.v);
   view_.v_norms = norms_view(storage_, config, config.v_format, layout.v_norms);
+}
+
+KvCacheView KvCache::view(const TensorView& block_table) const {
+  KvCacheView paged = view_;
+  paged.block_table = block_table;
+  return paged;
 }
 
 }  // namespace turbodecode

@@ -34,6 +34,7 @@ constexpr std::array<float, N - 1> midpoints_of(const std::array<float, N>& cent
   return mid;
 }
 
+inline constexpr std::array<float, 7> kMidpoints3bit = midpoints_of(kCodebook3bit);
 inline constexpr std::array<float, 15> kMidpoints4bit = midpoints_of(kCodebook4bit);
 inline constexpr std::array<float, 31> kMidpoints5bit = midpoints_of(kCodebook5bit);
 inline constexpr std::array<float, 63> kMidpoints6bit = midpoints_of(kCodebook6bit);
@@ -108,12 +109,42 @@ TD_HOST_DEVICE float d512_decode_scale(float half_norm, float scale_factor) {
   return half_norm / scale_factor;
 }
 
-// 4-bit rows hold two codes per byte, the even element in the low nibble.
+// Code layout of a row (SPEC §1.2, §1.5): every TQ width stores its codes as one little-endian
+// bit stream, code e at bits [b·e, b·e + b). That is the byte per code of 8 bits, the nibble
+// pairs of 4 bits (even element low) and the little-endian groups of 3, 5 and 6 bits (8 codes in
+// 3 or 5 bytes, 4 codes in 3 bytes) alike.
+TD_HOST_DEVICE constexpr std::int64_t code_row_bytes(int bits, int head_dim) {
+  return static_cast<std::int64_t>(bits) * head_dim / 8;
+}
+
+// Code of element e of a packed row. Reads only the bytes that hold it.
+TD_HOST_DEVICE int read_code(const unsigned char* row, int bits, int e) {
+  const int bit = bits * e;
+  const unsigned char* at = row + (bit >> 3);
+  unsigned window = at[0];
+  if ((bit & 7) + bits > 8) window |= static_cast<unsigned>(at[1]) << 8;
+  return static_cast<int>((window >> (bit & 7)) & ((1u << bits) - 1u));
+}
+
+// 4-bit rows: two codes per byte, the even element in the low nibble (the bit stream above).
 TD_HOST_DEVICE unsigned char pack_nibbles(int even_code, int odd_code) {
   return static_cast<unsigned char>(even_code | (odd_code << 4));
 }
 TD_HOST_DEVICE int unpack_nibble(unsigned char byte, int element) {
   return (element & 1) ? (byte >> 4) : (byte & 0x0f);
+}
+
+// Writes code `code` (< 2^bits) of element e into a packed row whose bytes start zeroed or
+// hold earlier codes of the row; bits of other elements are kept.
+TD_HOST_DEVICE void write_code(unsigned char* row, int bits, int e, int code) {
+  const int bit = bits * e;
+  unsigned char* at = row + (bit >> 3);
+  const unsigned mask = ((1u << bits) - 1u) << (bit & 7);
+  const unsigned value = static_cast<unsigned>(code) << (bit & 7);
+  at[0] = static_cast<unsigned char>((at[0] & ~mask) | (value & mask));
+  if ((bit & 7) + bits > 8) {
+    at[1] = static_cast<unsigned char>((at[1] & ~(mask >> 8)) | ((value & mask) >> 8));
+  }
 }
 
 }  // namespace turbodecode::tq

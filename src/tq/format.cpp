@@ -1,26 +1,28 @@
-// Row formats: names, bit widths and stored sizes (SPEC §1.2-1.3).
+// Row formats: names, bit widths and stored sizes (SPEC §1.2, §1.5, §1.6).
 #include <string>
 
 #include "common/validate.h"
+#include "tq/codec_math.h"
 #include "turbodecode/tq_codec.h"
 
 namespace turbodecode {
 
-namespace {
-
-constexpr RowFormat kAllFormats[] = {RowFormat::f16, RowFormat::tq4, RowFormat::tq5, RowFormat::tq6,
-                                     RowFormat::tq8};
-
-}  // namespace
-
 bool is_quantized(RowFormat format) {
   return format != RowFormat::f16;
+}
+
+bool is_turboquant(RowFormat format) {
+  return is_quantized(format) && format != RowFormat::fp8;
 }
 
 int format_bits(RowFormat format) {
   switch (format) {
     case RowFormat::f16:
       return 16;
+    case RowFormat::fp8:
+      return 8;
+    case RowFormat::tq3:
+      return 3;
     case RowFormat::tq4:
       return 4;
     case RowFormat::tq5:
@@ -37,6 +39,10 @@ const char* format_name(RowFormat format) {
   switch (format) {
     case RowFormat::f16:
       return "f16";
+    case RowFormat::fp8:
+      return "fp8";
+    case RowFormat::tq3:
+      return "tq3";
     case RowFormat::tq4:
       return "tq4";
     case RowFormat::tq5:
@@ -50,21 +56,33 @@ const char* format_name(RowFormat format) {
 }
 
 RowFormat parse_format(std::string_view name) {
-  for (RowFormat format : kAllFormats) {
+  std::string names;
+  for (RowFormat format : kRowFormats) {
     if (name == format_name(format)) return format;
+    names += names.empty() ? "" : ", ";
+    names += format_name(format);
   }
-  throw InvalidArgument("format",
-                        "must be one of f16, tq4, tq5, tq6, tq8, not '" + std::string(name) + "'");
+  throw InvalidArgument("format", "must be one of " + names + ", not '" + std::string(name) + "'");
 }
 
 std::int64_t row_bytes(RowFormat format, int head_dim) {
-  if (format == RowFormat::f16) return 2 * static_cast<std::int64_t>(head_dim);
-  if (format == RowFormat::tq4) return head_dim / 2;
-  return head_dim;
+  switch (format) {
+    case RowFormat::f16:
+      return 2 * static_cast<std::int64_t>(head_dim);
+    case RowFormat::fp8:
+      return head_dim;
+    default:
+      return tq::code_row_bytes(format_bits(format), head_dim);
+  }
 }
 
 int norms_per_row(int head_dim) {
   return head_dim == 512 ? 2 : 1;
+}
+
+int row_scales(RowFormat format, int head_dim) {
+  if (!is_quantized(format)) return 0;
+  return is_turboquant(format) ? norms_per_row(head_dim) : 1;
 }
 
 }  // namespace turbodecode

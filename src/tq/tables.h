@@ -8,6 +8,12 @@
 
 namespace turbodecode::tq {
 
+// N(0,1) Lloyd-Max centroids, 8 levels, ascending.
+inline constexpr std::array<float, 8> kCodebook3bit = {
+    -2.1519457f, -1.3439093f, -0.7560053f, -0.2450942f,
+    0.2450942f,  0.7560053f,  1.3439093f,  2.1519457f,
+};
+
 // N(0,1) Lloyd-Max centroids, 16 levels, ascending.
 inline constexpr std::array<float, 16> kCodebook4bit = {
     -2.7325896f, -2.0690172f, -1.6180464f, -1.2562312f, -0.9423405f, -0.6567591f,
@@ -100,9 +106,11 @@ inline constexpr std::array<std::uint8_t, 64> kSignMask = {
     0xc5, 0x61, 0xd8, 0x4f, 0xa3, 0x97, 0x1e, 0x85,
 };
 
-// The codebook of a bit width (4, 5, 6 or 8).
+// The codebook of a bit width (3, 4, 5, 6 or 8).
 inline std::span<const float> codebook(int bits) {
   switch (bits) {
+    case 3:
+      return kCodebook3bit;
     case 4:
       return kCodebook4bit;
     case 5:

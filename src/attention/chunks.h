@@ -1,0 +1,44 @@
+// How a query row's visible positions are cut into chunks, the units of decode work that each
+// keep a softmax state of their own (SPEC §2.5, §2.6, §2.8). Shared by the planner and both
+// backends.
+//
+// Chunk j of a row holds its visible positions in [j·C, (j + 1)·C): chunks are aligned on
+// absolute positions, not on the row's first visible one, so the rows of a draft (consecutive
+// positions of one slot) cut their common positions identically, and a row is cut the same
+// way in a run of its own and in any batch. C = min_positions · 2^k for the smallest k that
+// leaves a row at most max_chunks chunks: a long row gets longer chunks, so its states stay a
+// small share of the bytes it reads and its merge stays short.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+
+namespace turbodecode::attention {
+
+struct ChunkPolicy {
+  std::int64_t min_positions = 32;   // a multiple of 32 (the tile alignment of both backends)
+  int max_chunks = 1;                // no row has more
+  std::int64_t fixed_positions = 0;  // > 0: every row uses exactly this C (tests, benchmarks)
+};
+
+// C for a row that sees `visible` positions. Its positions [lo, lo + visible) meet at most
+// ceil(visible / C) + 1 chunks (one more when lo is not a multiple of C).
+TD_HOST_DEVICE std::int64_t chunk_positions(const ChunkPolicy& policy, std::int64_t visible) {
+  if (policy.fixed_positions > 0) return policy.fixed_positions;
+  std::int64_t c = policy.min_positions;
+  while ((visible + c - 1) / c + 1 > policy.max_chunks) c *= 2;
+  return c;
+}
+
+// The chunks [first, last] that hold a row's visible positions [lo, hi] (hi >= lo).
+struct ChunkSpan {
+  std::int64_t first;
+  std::int64_t last;
+};
+
+TD_HOST_DEVICE ChunkSpan chunk_span(std::int64_t lo, std::int64_t hi, std::int64_t c) {
+  return {lo / c, hi / c};
+}
+
+}  // namespace turbodecode::attention
