@@ -51,7 +51,9 @@ struct DecodePlan {
   std::int64_t min_chunk_positions = 32;
   int max_chunks = 1;
   std::int64_t workspace_bytes = 0;  // size of the `workspace` argument of run_decode
-  // Split policy of the CUDA split kernel (until it runs on chunks).
+  // CUDA: blocks of the persistent decode launch (SMs × resident blocks of its kernel).
+  int device_blocks = 0;
+  // Split policy of the CPU backend (until it runs on chunks).
   int max_splits = 1;
   std::int64_t min_split_tokens = 1;
   int target_splits = 1;

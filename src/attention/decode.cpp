@@ -19,14 +19,14 @@ void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorVi
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                 const TensorView& lse, const TensorView& workspace, Stream stream) {
-  check_arg(!lse.present(), "lse", "is not supported by this build yet");
   attention::validate_decode(plan, cache, q, slot_ids, seq_pos, out, workspace, stream);
 #ifdef TURBODECODE_WITH_CUDA
   if (plan.cache.device == Device::cuda) {
-    cuda::run_decode(plan, cache, q, slot_ids, seq_pos, out, workspace, stream);
+    cuda::run_decode(plan, cache, q, slot_ids, seq_pos, out, lse, workspace, stream);
     return;
   }
 #endif
+  check_arg(!lse.present(), "lse", "is not supported by the CPU backend of this build yet");
   attention::run_decode_cpu(plan, cache, q, slot_ids, seq_pos, out, workspace);
 }
 

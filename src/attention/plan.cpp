@@ -53,8 +53,14 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
             "options.fixed_splits",
             "must be in [0, " + std::to_string(kMaxFixedSplits) + "] (0 means automatic)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
-  check_arg(options.query_tokens == 1, "options.query_tokens",
-            "is not supported by this build yet");
+  check_arg(options.query_tokens >= 1 && options.query_tokens <= kMaxQueryTokens,
+            "options.query_tokens", "must be in [1, " + std::to_string(kMaxQueryTokens) + "]");
+  check_arg(options.query_tokens == 1 || cache.kind == LayerKind::linear ||
+                (options.sliding_window > 0 &&
+                 cache.capacity >= options.sliding_window + options.query_tokens - 1),
+            "options.query_tokens",
+            "several tokens per slot on a ring need sliding_window > 0 and capacity >= "
+            "sliding_window + query_tokens - 1");
   check_arg(options.fixed_chunk_positions >= 0 && options.fixed_chunk_positions % 32 == 0,
             "options.fixed_chunk_positions", "must be 0 (automatic) or a positive multiple of 32");
 }
@@ -97,20 +103,17 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
   }
   plan.max_queries = max_queries;
 
-  attention::SplitPolicy policy = cpu_split_policy(options);
 #ifdef TURBODECODE_WITH_CUDA
-  if (cache.device == Device::cuda) policy = cuda::choose_split_policy(plan);
+  if (cache.device == Device::cuda) {
+    cuda::plan_decode(plan);
+    return plan;
+  }
 #endif
+  const attention::SplitPolicy policy = cpu_split_policy(options);
   plan.max_splits = policy.max_splits;
   plan.min_split_tokens = policy.min_split_tokens;
   plan.target_splits = policy.target_splits;
-  check_arg(plan.max_splits >= options.fixed_splits, "options.fixed_splits",
-            "exceeds the device's maximum split count");
-
   plan.workspace_bytes = attention::CpuWorkspaceLayout(plan).bytes();
-#ifdef TURBODECODE_WITH_CUDA
-  if (cache.device == Device::cuda) plan.workspace_bytes = cuda::workspace_bytes(plan);
-#endif
   return plan;
 }
 

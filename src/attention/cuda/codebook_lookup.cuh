@@ -1,48 +1,39 @@
-// TQ codebooks staged in shared memory for the split kernel, and how a thread turns a code
-// into its codebook value. Two layouts:
-//   PlainCodebook: entry c at word c. Lanes with random 8-bit codes hit random banks (entries
-//     c and c + 32 share one), about 3-4-way conflicts per lookup; fine for the K side of the
-//     all-quantized variant and for 4-bit codes (16 entries, one bank each: no conflicts).
-//   LaneCodebook<kCopies> (V rows of one byte per code): the table replicated over the banks,
-//     entry c of copy r at word c·kCopies + r, lane l reading copy l mod kCopies. With 32
-//     copies (32 KB) every lane reads its own bank whatever its code: one wavefront per
-//     lookup. With 16 copies (16 KB) lanes l and l + 16 share a copy, and collide when their
-//     codes differ in the same half of the banks: about two wavefronts per lookup. SplitShape
-//     (split_shape.h) takes 16 copies where the smaller table lets another block onto the SM.
+// TQ codebooks staged in shared memory for the decode kernel, as bf16 high/low pairs (the
+// operands of its tensor-core tiles), and how a lane looks a code up.
+//
+// LaneCodebook<kCopies>: the table replicated over the banks, entry c of copy r at word
+// c·kCopies + r, lane l reading copy l mod kCopies. With 32 copies every lane reads its own
+// bank whatever its code: one wavefront per lookup. With 16 copies (the 8-bit table, where the
+// smaller table keeps a block on the SM) lanes l and l + 16 share a copy: about two.
 #pragma once
 
-#include "attention/cuda/codebook_layout.h"
-#include "attention/cuda/decode_params.cuh"
+#include <cuda_bf16.h>
+
 #include "common/cuda/shared_address.cuh"
 #include "tq/cuda/codec_tables.cuh"
 
 namespace turbodecode::cuda::decode {
 
-struct PlainCodebook {
-  const float* table;
-
-  __device__ float operator()(unsigned code) const { return table[code]; }
-};
+// A value split into bf16 high and low parts, high in bits 0-15 and low in bits 16-31: the
+// staged table entries and the stored softmax weights.
+__device__ __forceinline__ unsigned bf16_pair(float value) {
+  const __nv_bfloat16 high = __float2bfloat16_rn(value);
+  const __nv_bfloat16 low = __float2bfloat16_rn(value - __bfloat162float(high));
+  return static_cast<unsigned>(__bfloat16_as_ushort(high)) |
+         (static_cast<unsigned>(__bfloat16_as_ushort(low)) << 16);
+}
 
 template <int kCopies>
 struct LaneCodebook {
-  static_assert(kCopies == kBanks || kCopies == kBanks / 2, "one copy per bank, or per two");
-  unsigned lane_address;  // shared-memory address of this lane's copy in entry 0
+  static_assert(kCopies == 32 || kCopies == 16, "one copy per bank, or per two");
+  unsigned lane_address;  // shared-memory address of this lane's copy of entry 0
 
-  __device__ LaneCodebook(const float* table, int lane)
+  __device__ LaneCodebook(const unsigned* table, int lane)
       : lane_address(shared_address(table + lane % kCopies)) {}
 
-  // Codes arrive masked to 8 bits; entries past the codebook read as 0. From the lane's
-  // 32-bit shared address a lookup is one shift-and-add of a zero-extended code (generic
-  // indexing took one more instruction). Not volatile: the table is constant once staged, and
-  // the code comes from a load issued after that barrier.
-  __device__ float operator()(unsigned code) const {
-    float value;
-    asm("ld.shared.f32 %0, [%1];\n" : "=f"(value) : "r"(lane_address + code * (kCopies * 4)));
-    return value;
-  }
-
-  // The entry's 32 bits as they are (a table staged as bf16 pairs: see stage_lane_codebook).
+  // The entry of a code (< the table's entries): one shift-and-add from the lane's address.
+  // Not volatile: the table is constant once staged, and codes come from loads issued after
+  // that barrier.
   __device__ unsigned word(unsigned code) const {
     unsigned value;
     asm("ld.shared.u32 %0, [%1];\n" : "=r"(value) : "r"(lane_address + code * (kCopies * 4)));
@@ -50,29 +41,17 @@ struct LaneCodebook {
   }
 };
 
-// Stages the `bits`-wide codebook in the plain layout, by the block's first kThreads threads;
-// entries past 2^bits read as 0, so a stray high bit cannot reach uninitialised memory. Needs
-// a barrier among those threads before use.
-template <int kThreads>
-__device__ __forceinline__ void stage_plain_codebook(float* table, int bits) {
-  for (int i = static_cast<int>(threadIdx.x); i < kCodebookEntries; i += kThreads) {
-    table[i] = i < (1 << bits) ? tq_tables::codebook(bits)[i] : 0.0f;
-  }
-}
-
-// Stages the `bits`-wide codebook kCopies times (LaneCodebook), by the block's first kThreads
-// threads; entries past 2^bits read as 0. An entry holds the 32 bits `encode(value)` returns:
-// the f32's own bits, or the value split into bf16 high and low parts for tensor-core V
-// (values.cuh). A thread writes an entry's copies in an order rotated by its lane, so a warp's
+// Stages the `bits`-wide codebook kCopies times as bf16 pairs, by the block's first kThreads
+// threads. A thread writes an entry's copies in an order rotated by its lane, so a warp's
 // stores spread over the banks. Needs a barrier among those threads before use.
-template <int kCopies, int kThreads, class Encode>
-__device__ __forceinline__ void stage_lane_codebook(float* table, int bits, Encode encode) {
-  auto* words = reinterpret_cast<unsigned*>(table);
-  for (int entry = static_cast<int>(threadIdx.x); entry < kCodebookEntries; entry += kThreads) {
-    const unsigned value = encode(entry < (1 << bits) ? tq_tables::codebook(bits)[entry] : 0.0f);
-    const int lane = entry % kBanks;
+template <int kCopies, int kThreads>
+__device__ __forceinline__ void stage_lane_codebook(unsigned* table, int bits) {
+  const int entries = 1 << bits;
+  for (int entry = static_cast<int>(threadIdx.x); entry < entries; entry += kThreads) {
+    const unsigned value = bf16_pair(tq_tables::codebook(bits)[entry]);
+    const int lane = entry % 32;
 #pragma unroll
-    for (int j = 0; j < kCopies; ++j) words[entry * kCopies + (lane + j) % kCopies] = value;
+    for (int j = 0; j < kCopies; ++j) table[entry * kCopies + (lane + j) % kCopies] = value;
   }
 }
 

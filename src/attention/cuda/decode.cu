@@ -1,42 +1,95 @@
-// CUDA backend of run_decode: resolves the validated views into kernel arguments, launches
-// the split kernel for the cache's compile-time shape (one dispatch switch) and the merge.
+// CUDA backend of plan_decode and run_decode: the chunk policy and persistent grid for the
+// device, the workspace, and the kernel arguments resolved from the validated views.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
-#include <limits>
-#include <string>
 
 #include "attention/cuda/decode_cuda.h"
+#include "attention/cuda/decode_launch.h"
 #include "attention/cuda/decode_params.cuh"
-#include "attention/cuda/merge_kernel.cuh"
-#include "attention/cuda/split_launch.h"
-#include "attention/cuda/split_shape.h"
+#include "attention/cuda/decode_shape.h"
 #include "common/cuda/cuda_check.cuh"
+#include "common/cuda_runtime.h"
 #include "common/validate.h"
 
 namespace turbodecode::cuda {
 namespace {
 
 using decode::DecodeParams;
-using decode::RowCodec;
 
-// The split kernel copies rows with 16-byte cp.async: every row must start 16-byte aligned.
-bool rows_aligned(const TensorView& rows) {
+// Chunk policy (chunks.h): short rows in chunks of kMinChunkPositions, so that a lone query of
+// a few thousand positions still spreads over the SMs; long rows at most kMaxChunks chunks, so
+// their states stay about 1-2% of the bytes they read and their merge stays short. D 512 rows
+// are twice as long per position and have 4× the columns per KV head in Gemma-like layers
+// (16/2 heads): their chunks start longer and may be more (only 2 KV heads to spread).
+struct ChunkConstants {
+  std::int64_t min_positions;
+  int max_chunks;
+};
+
+ChunkConstants chunk_constants(int head_dim) {
+  return head_dim == 256 ? ChunkConstants{128, 65} : ChunkConstants{256, 129};
+}
+
+int run_columns(const DecodePlan& plan) {
+  return plan.options.query_tokens * (plan.options.n_heads / plan.cache.n_kv_heads);
+}
+
+decode::DecodeKernel kernel_of(const DecodePlan& plan) {
+  return decode::select_decode_kernel(plan.cache.head_dim,
+                                      decode::columns_per_block(run_columns(plan)),
+                                      plan.cache.k_format, plan.cache.v_format);
+}
+
+// The visible positions a row may have at most: the workspace's bound on its chunks.
+std::int64_t max_visible(const DecodePlan& plan) {
+  std::int64_t visible = plan.cache.capacity;
+  if (plan.options.sliding_window > 0) visible = std::min(visible, plan.options.sliding_window);
+  return visible;
+}
+
+struct TaskShape {
+  std::int64_t tasks;
+  int task_chunks;
+  int task_groups;
+  int columns;
+  int column_chunks;
+  int parts_per_run;
+};
+
+TaskShape task_shape(const DecodePlan& plan) {
+  TaskShape t{};
+  const int q = plan.options.query_tokens;
+  t.columns = decode::columns_per_block(run_columns(plan));
+  t.column_chunks = (run_columns(plan) + t.columns - 1) / t.columns;
+  t.parts_per_run = q > 1 ? 2 : 1;
+  const std::int64_t runs = (plan.max_queries + q - 1) / q;
+  t.tasks = runs * t.parts_per_run * plan.cache.n_kv_heads * t.column_chunks;
+  // A part's rows see at most max_visible + q − 1 positions together.
+  const std::int64_t span = max_visible(plan) + q - 1;
+  const std::int64_t c = plan.chunk_positions(max_visible(plan));
+  t.task_chunks = static_cast<int>(std::min<std::int64_t>(span / c + 2, plan.max_chunks + 1));
+  if (plan.options.fixed_chunk_positions > 0) t.task_chunks = static_cast<int>(span / c + 2);
+  t.task_groups = (t.task_chunks + decode::kMergeGroup - 1) / decode::kMergeGroup + 1;
+  return t;
+}
+
+decode::CacheSide cache_side(RowFormat format, const TensorView& rows, const TensorView& scales,
+                             const char* name) {
   const auto element = static_cast<std::int64_t>(dtype_bytes(rows.dtype));
   bool aligned = reinterpret_cast<std::uintptr_t>(rows.data) % 16 == 0;
   for (int dim = 0; dim < 3; ++dim) aligned = aligned && (rows.strides[dim] * element) % 16 == 0;
-  return aligned;
-}
-
-decode::CacheSide cache_side(RowFormat format, const TensorView& rows, const TensorView& norms,
-                             const char* name) {
-  check_arg(rows_aligned(rows), name, "CUDA decode needs 16-byte aligned rows and row strides");
-  decode::CacheSide side{};
+  check_arg(aligned, name, "CUDA decode needs 16-byte aligned rows and row strides");
+  decode::CacheSide side;
   side.rows = static_cast<const unsigned char*>(rows.data);
-  const auto element = static_cast<std::int64_t>(dtype_bytes(rows.dtype));
-  for (int dim = 0; dim < 3; ++dim) side.row_stride_bytes[dim] = rows.strides[dim] * element;
+  side.page_bytes = rows.strides[0] * element;
+  side.head_bytes = rows.strides[1] * element;
+  side.row_bytes = rows.strides[2] * element;
   if (is_quantized(format)) {
-    side.norms = static_cast<const float*>(norms.data);
-    for (int dim = 0; dim < 3; ++dim) side.norm_stride[dim] = norms.strides[dim];
+    side.scales = static_cast<const float*>(scales.data);
+    side.scale_page = scales.strides[0];
+    side.scale_head = scales.strides[1];
+    side.scale_row = scales.strides[2];
     side.bits = format_bits(format);
   }
   return side;
@@ -44,11 +97,26 @@ decode::CacheSide cache_side(RowFormat format, const TensorView& rows, const Ten
 
 DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                          const TensorView& slot_ids, const TensorView& seq_pos,
-                         const TensorView& out, const TensorView& workspace) {
+                         const TensorView& out, const TensorView& lse,
+                         const TensorView& workspace) {
   const KvCacheConfig& config = plan.cache;
+  const TaskShape shape = task_shape(plan);
   DecodeParams p;
   p.k = cache_side(config.k_format, cache.k, cache.k_norms, "cache.k");
   p.v = cache_side(config.v_format, cache.v, cache.v_norms, "cache.v");
+  if (config.page_size > 0) {
+    p.block_table = cache.block_table.as<const std::int32_t>();
+    p.table_stride = cache.block_table.strides[0];
+    p.page_shift = std::countr_zero(static_cast<unsigned>(config.page_size));
+    p.pages = config.pages;
+  } else {
+    p.pages = config.slots;
+  }
+  p.slots = config.slots;
+  p.capacity = config.capacity;
+  p.ring = config.kind == LayerKind::ring;
+  p.mask = plan.options.mask;
+  p.sliding_window = plan.options.sliding_window;
   p.q = q.as<const float>();
   p.q_stride[0] = q.strides[0];
   p.q_stride[1] = q.strides[1];
@@ -59,73 +127,72 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.out = out.as<float>();
   p.out_stride[0] = out.strides[0];
   p.out_stride[1] = out.strides[1];
-  const decode::WorkspaceLayout layout(plan.max_queries, plan.options.n_heads, plan.max_splits,
-                                       config.head_dim);
-  p.partial_o = workspace.as<float>();
-  p.partial_ml = reinterpret_cast<float2*>(workspace.as<unsigned char>() + layout.partial_o_bytes);
-  p.slots = config.slots;
-  p.capacity = config.capacity;
-  p.linear_cache = config.kind == LayerKind::linear;
-  p.mask = plan.options.mask;
-  p.sliding_window = plan.options.sliding_window;
-  p.policy = {plan.max_splits, plan.min_split_tokens, plan.target_splits,
-              plan.options.fixed_splits};
-  p.max_splits = plan.max_splits;
+  if (lse.present()) {
+    p.lse = lse.as<float>();
+    p.lse_stride[0] = lse.strides[0];
+    p.lse_stride[1] = lse.strides[1];
+  }
+  p.n_rows = static_cast<int>(q.shape[0]);
+  p.query_tokens = plan.options.query_tokens;
+  p.n_runs = p.n_rows / p.query_tokens;
+  p.parts_per_run = shape.parts_per_run;
   p.n_heads = plan.options.n_heads;
+  p.n_kv_heads = config.n_kv_heads;
   p.group = plan.options.n_heads / config.n_kv_heads;
-  p.heads_per_block = decode::heads_per_block(p.group);
-  p.head_chunks = (p.group + p.heads_per_block - 1) / p.heads_per_block;
+  p.columns = shape.columns;
+  p.column_chunks = shape.column_chunks;
+  p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks,
+                    plan.options.fixed_chunk_positions};
+  p.task_chunks = shape.task_chunks;
+  p.task_groups = shape.task_groups;
+  p.blocks = plan.device_blocks;
+  const decode::WorkspaceLayout layout(shape.tasks, shape.task_chunks, shape.task_groups,
+                                       shape.columns, config.head_dim);
+  auto* base = workspace.as<unsigned char>();
+  p.counters = reinterpret_cast<unsigned*>(base);
+  base += layout.counter_bytes;
+  p.state_ml = reinterpret_cast<float2*>(base);
+  base += layout.state_ml_bytes;
+  p.state_o = reinterpret_cast<float*>(base);
+  base += layout.state_o_bytes;
+  p.group_ml = reinterpret_cast<float2*>(base);
+  base += layout.group_ml_bytes;
+  p.group_o = reinterpret_cast<float*>(base);
   p.scale = plan.options.scale;
   p.softcap = plan.options.softcap;
   p.scale_factor_d512 = config.scale_factor_d512;
-  p.unrotate_output = is_quantized(config.v_format) && !plan.options.rotated_output;
+  p.unrotate_output = is_turboquant(config.v_format) && !plan.options.rotated_output;
   return p;
-}
-
-// Split blocks per query and KV head (grid x of the split kernel). A block takes the fewest
-// consecutive splits of its query that these blocks cover (split_kernel), so a split's result
-// does not depend on it. One split per block unless the launch's blocks, at most n · max_splits
-// per KV head, fill kMinSplitWaves waves or more (target_splits per KV head is one wave); then
-// blocks take several splits, so they pay their prologue and pipeline fill once for several and
-// fewer empty grid slots are launched. At 8 waves the mixed batch (16 queries, 1K–64K) lost 11%
-// (its longest query's blocks, taking two long splits each, ran last); 16 leaves it alone.
-int split_blocks_per_query(const DecodePlan& plan, std::int64_t n) {
-  constexpr std::int64_t kMinSplitWaves = 16;
-  const std::int64_t splits_per_block = std::clamp<std::int64_t>(
-      n * plan.max_splits / (kMinSplitWaves * plan.target_splits), 1, plan.max_splits);
-  return static_cast<int>((plan.max_splits + splits_per_block - 1) / splits_per_block);
 }
 
 }  // namespace
 
+void plan_decode(DecodePlan& plan) {
+  check_arg(plan.cache.k_format == RowFormat::f16 || plan.cache.k_format == RowFormat::fp8 ||
+                plan.cache.k_format == RowFormat::tq4 || plan.cache.k_format == RowFormat::tq8,
+            "k_format", "the CUDA backend reads K as f16, fp8, tq4 or tq8");
+  const ChunkConstants constants = chunk_constants(plan.cache.head_dim);
+  plan.min_chunk_positions = constants.min_positions;
+  plan.max_chunks = constants.max_chunks;
+  const decode::DecodeKernel kernel = kernel_of(plan);
+  int resident = 0;
+  TD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &resident, kernel.function, decode::kBlockThreads, kernel.shared_bytes));
+  plan.device_blocks = sm_count() * std::max(resident, 1);
+  const TaskShape shape = task_shape(plan);
+  plan.workspace_bytes = decode::WorkspaceLayout(shape.tasks, shape.task_chunks, shape.task_groups,
+                                                 shape.columns, plan.cache.head_dim)
+                             .bytes();
+}
+
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                const TensorView& workspace, Stream stream) {
-  const std::int64_t n = q.shape[0];
-  if (n == 0) return;
-  // Queries index grid.z of the split kernel.
-  check_arg(n <= std::numeric_limits<std::uint16_t>::max(), "q",
-            "the CUDA backend serves at most 65535 queries per call");
-  // The kernels index rows with 32-bit arithmetic (up to two capacities).
+                const TensorView& lse, const TensorView& workspace, Stream stream) {
+  // The kernels index rows with 32-bit arithmetic.
   check_arg(plan.cache.capacity <= (std::int64_t{1} << 30), "cache.capacity",
             "the CUDA backend supports at most 2^30 positions per slot");
-  check_arg(plan.max_splits <= decode::kMaxSplits, "plan.max_splits",
-            "the CUDA backend merges at most " + std::to_string(decode::kMaxSplits) +
-                " splits per query");
-  const DecodeParams p = make_params(plan, cache, q, slot_ids, seq_pos, out, workspace);
-  const decode::SplitKernel split = decode::select_split_kernel(
-      plan.cache.head_dim, p.heads_per_block, decode::codec_of(plan.cache.k_format),
-      decode::codec_of(plan.cache.v_format));
-  const dim3 grid(static_cast<unsigned>(split_blocks_per_query(plan, n)),
-                  static_cast<unsigned>(plan.cache.n_kv_heads * p.head_chunks),
-                  static_cast<unsigned>(n));
-  const cudaStream_t s = native(stream);
-  split.launch(p, grid, s);
-  if (plan.cache.head_dim == 256) {
-    decode::launch_merge_kernel<256>(p, n, s);
-  } else {
-    decode::launch_merge_kernel<512>(p, n, s);
-  }
+  const DecodeParams p = make_params(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
+  kernel_of(plan).launch(p, native(stream));
 }
 
 }  // namespace turbodecode::cuda

@@ -1,183 +1,226 @@
-// Scores of one staged tile in the split kernel: every warp computes partial dot products
-// q_h · k_t over its quarter of the head dimension for all (head h, position t) pairs of the
-// tile and stores them at partial[warp · reduce_width + h · T + t]; the softmax sums the four
-// quarters in a fixed order. Two ways, picked by the K format:
-//   MmaScorer (F16 K): tensor cores, mma.sync m16n8k16 with K rows as A and q as B. q is
-//     split into f16 high and low parts (two mma per step), so with exact F16 K and f32
-//     accumulation the scores keep f32 accuracy.
-//   FmaScorer (TQ K): each thread decodes its elements of the rotated K rows and forms FMA
-//     partial sums, summed over the warp by a reduce-scatter.
+// Scores of one staged tile in the decode kernel, on tensor cores for every K format: each warp
+// computes partial dot products of the block's query columns with the tile's K rows over its
+// quarter of the head dimension, mma.sync m16n8k16 with 16 K rows as A and 8 query columns as
+// B, and stores them at partial[warp · pairs + column · T + position]; the softmax combines
+// the quarters with the rows' scales in a fixed order (kernel).
+//
+// The mma's k dimension may take the head-dim elements in any order as long as A and B agree
+// (a dot product does not care). F16 rows keep the natural order (lane i: elements 2i, 2i + 1,
+// 2i + 8, 2i + 9 of a step); FP8 and TQ rows give lane i the four consecutive elements
+// 4i … 4i + 3, whose codes are one 4- (or 2-) byte load. Staged K rows have their 16-byte
+// chunks swizzled (cache_rows.cuh), so the 8 rows of a fragment load hit distinct banks.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
+#include "attention/cuda/cache_rows.cuh"
 #include "attention/cuda/codebook_lookup.cuh"
-#include "attention/cuda/row_access.cuh"
-#include "attention/cuda/split_shape.h"
+#include "attention/cuda/decode_shape.h"
 #include "common/cuda/mma_m16n8k16.cuh"
-#include "tq/codec_math.h"
 
 namespace turbodecode::cuda::decode {
 
-// Sums each of the N values of every lane over the warp; lane l ends with the totals of
-// values [l·N/32, (l+1)·N/32) in v[0..N/32). Each step trades half of the values with the
-// partner lane, N − N/32 shuffles in all instead of 5·N for separate reductions.
-template <int N, int kBit = 16>
-__device__ __forceinline__ void warp_reduce_scatter(float (&v)[N], int lane) {
-  static_assert(N >= 32 && (N & (N - 1)) == 0, "a power of two of at least one per lane");
-  // Before the step of lane bit kBit, 2·kHalf values are live; the lane keeps one half.
-  constexpr int kHalf = N * kBit / 32;
-  const bool upper = (lane & kBit) != 0;
-#pragma unroll
-  for (int i = 0; i < kHalf; ++i) {
-    const float send = upper ? v[i] : v[i + kHalf];
-    const float keep = upper ? v[i + kHalf] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kBit);
-  }
-  if constexpr (kBit > 1) warp_reduce_scatter<N, kBit / 2>(v, lane);
-}
-
-template <int D, int kHeads, RowCodec KC, RowCodec VC>
-class FmaScorer {
- public:
-  static constexpr SplitShape kShape{D, kHeads, KC, VC};
-  static constexpr int E = kShape.lane_elements;
-
-  // q_shared: [kHeads][D], already R_D-rotated (without the 1/√D) for TQ K.
-  __device__ FmaScorer(const float* q_shared, const LaneSlice& slice) : slice_(slice) {
-    const float factor = KC == RowCodec::f16 ? 1.0f : tq::rotation_scale(D);
-#pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) q_[h][e] = q_shared[h * D + slice.first + e] * factor;
-    }
-  }
-
-  __device__ void score(const unsigned char* stage, const float* codebook,
-                        float inverse_scale_factor_d512, float* partial) const {
-    constexpr int T = kShape.tile;
-    constexpr int N = kShape.reduce_width;
-    const float* norms = reinterpret_cast<const float*>(stage + kShape.stage_k_norms);
-    float dots[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) dots[i] = 0.0f;
-#pragma unroll
-    for (int t = 0; t < T; ++t) {
-      float row_scale = 1.0f;
-      if constexpr (KC != RowCodec::f16) {
-        row_scale = decode_scale<D>(norms[t * kShape.norms_per_row + slice_.part],
-                                    inverse_scale_factor_d512);
-      }
-      float k[E];
-      row_elements<KC, E>(stage + kShape.stage_k + t * kShape.k_pitch, slice_.first,
-                          PlainCodebook{codebook}, row_scale, k);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) dots[h * T + t] = fmaf(q_[h][e], k[e], dots[h * T + t]);
-      }
-    }
-    warp_reduce_scatter(dots, slice_.lane);
-#pragma unroll
-    for (int j = 0; j < N / 32; ++j) {
-      partial[slice_.warp * N + slice_.lane * (N / 32) + j] = dots[j];
-    }
-  }
-
- private:
-  LaneSlice slice_;
-  float q_[kHeads][E];
-};
-
-__device__ __forceinline__ unsigned pack_halves(__half low, __half high) {
-  const __half2 pair = __halves2half2(low, high);
+__device__ __forceinline__ unsigned pack_halves(float low, float high) {
+  const __half2 pair = __floats2half2_rn(low, high);
   return *reinterpret_cast<const unsigned*>(&pair);
 }
 
-template <int D, int kHeads, RowCodec VC>
-class MmaScorer {
- public:
-  static constexpr SplitShape kShape{D, kHeads, RowCodec::f16, VC};
-  // k-steps of 16 elements in a warp's quarter of the head dimension.
-  static constexpr int kSteps = D / kSplitWarps / 16;
-  static_assert(kSteps % 2 == 0, "two chains of steps");
-  static_assert(kShape.tile % 16 == 0, "mma blocks of 16 positions");
+__device__ __forceinline__ unsigned pack_bf16(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const unsigned*>(&pair);
+}
 
-  // B fragments of q: lane (group g = lane / 4, index i = lane % 4) holds head g's elements
-  // 2i, 2i+1 (register 0) and 2i+8, 2i+9 (register 1) of each step; heads >= kHeads are 0.
-  __device__ MmaScorer(const float* q_shared, const LaneSlice& slice) : slice_(slice) {
-    const int head = slice.lane / 4;
-    const int column = 2 * (slice.lane % 4);
+// Two E4M3 bytes (the lower element in the low byte) as an f16 pair, exactly.
+__device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned two_bytes) {
+  unsigned result;
+  const unsigned short bits = static_cast<unsigned short>(two_bytes);
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(result) : "h"(bits));
+  return result;
+}
+
+// Where the query columns of a task come from: column c < count is query row row[c], head
+// head[c]; the others (padding) are zero.
+struct QueryColumns {
+  int count;
+  int row[kMaxColumns];
+  int head[kMaxColumns];
+};
+
+// B fragments of the query columns (lane: group g = lane / 4 is column g, i = lane % 4), split
+// into high and low 16-bit parts. `element(k)` maps the r-th pair of a lane's step to head-dim
+// elements; `value(column, e)` reads the (rotated, scaled) query element.
+template <int D, class Half>
+struct QueryFragments {
+  static constexpr int kSteps = D / kComputeWarps / 16;
+  unsigned high[kSteps][2];
+  unsigned low[kSteps][2];
+
+  template <class FirstElement, class Value>
+  __device__ void load(int column, bool present, FirstElement first_element, Value value) {
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int k = slice.warp * (D / kSplitWarps) + step * 16 + column + 8 * r;
-        const float x0 = head < kHeads ? q_shared[head * D + k] : 0.0f;
-        const float x1 = head < kHeads ? q_shared[head * D + k + 1] : 0.0f;
-        const __half h0 = __float2half_rn(x0);
-        const __half h1 = __float2half_rn(x1);
-        q_high_[step][r] = pack_halves(h0, h1);
-        q_low_[step][r] = pack_halves(__float2half_rn(x0 - __half2float(h0)),
-                                      __float2half_rn(x1 - __half2float(h1)));
-      }
-    }
-  }
-
-  // A fragments straight from the staged rows: lane (g, i) reads rows g and g + 8 at columns
-  // 2i and 2i + 8. Rows are staged with their 16-byte chunks swizzled (chunk c of row r at
-  // c ^ (r mod 8): swizzled_chunk), so the 8 rows' words of one load fall in 32 distinct banks.
-  __device__ void score(const unsigned char* stage, const float* /*codebook*/,
-                        float /*inverse_scale_factor_d512*/, float* partial) const {
-    constexpr int T = kShape.tile;
-    constexpr int N = kShape.reduce_width;
-    const int group = slice_.lane / 4;
-    // The warp's first chunk of a row; a lane reads 4 bytes at 4i of chunks 2·step, 2·step + 1.
-    const int first_chunk = slice_.warp * (D / kSplitWarps) * 2 / 16;
-#pragma unroll
-    for (int block = 0; block < T / 16; ++block) {
-      // Rows g and g + 8 of the block share r mod 8 = g, so one swizzle serves both.
-      const unsigned char* row =
-          stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch + 4 * (slice_.lane % 4);
-      // Even and odd steps accumulate apart: two chains of dependent mma, half as long.
-      float chains[2][4] = {};
-#pragma unroll
-      for (int step = 0; step < kSteps; ++step) {
-        const unsigned char* low = row + 16 * swizzled_chunk(first_chunk + 2 * step, group);
-        const unsigned char* high = row + 16 * swizzled_chunk(first_chunk + 2 * step + 1, group);
-        const unsigned a[4] = {*reinterpret_cast<const unsigned*>(low),
-                               *reinterpret_cast<const unsigned*>(low + 8 * kShape.k_pitch),
-                               *reinterpret_cast<const unsigned*>(high),
-                               *reinterpret_cast<const unsigned*>(high + 8 * kShape.k_pitch)};
-        mma_m16n8k16<__half>(chains[step % 2], a, q_high_[step]);
-        mma_m16n8k16<__half>(chains[step % 2], a, q_low_[step]);
-      }
-      float c[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = chains[0][j] + chains[1][j];
-        // c[j]: position group, head 2i + j; c[2 + j]: position group + 8.
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int head = 2 * (slice_.lane % 4) + j;
-        if (head < kHeads) {
-          float* out = partial + slice_.warp * N + head * T + block * 16 + group;
-          out[0] = c[j];
-          out[8] = c[2 + j];
+        const int e = first_element(step, r);
+        const float x0 = present ? value(column, e) : 0.0f;
+        const float x1 = present ? value(column, e + 1) : 0.0f;
+        if constexpr (std::is_same_v<Half, __half>) {
+          const float h0 = __half2float(__float2half_rn(x0));
+          const float h1 = __half2float(__float2half_rn(x1));
+          high[step][r] = pack_halves(x0, x1);
+          low[step][r] = pack_halves(x0 - h0, x1 - h1);
+        } else {
+          const float h0 = __bfloat162float(__float2bfloat16_rn(x0));
+          const float h1 = __bfloat162float(__float2bfloat16_rn(x1));
+          high[step][r] = pack_bf16(x0, x1);
+          low[step][r] = pack_bf16(x0 - h0, x1 - h1);
         }
       }
     }
   }
-
- private:
-  LaneSlice slice_;
-  unsigned q_high_[kSteps][2];
-  unsigned q_low_[kSteps][2];
 };
 
-template <int D, int kHeads, RowCodec KC, RowCodec VC>
-using TileScorer =
-    std::conditional_t<KC == RowCodec::f16, MmaScorer<D, kHeads, VC>, FmaScorer<D, kHeads, KC, VC>>;
+// Stores one 16-position block's accumulators: c[j] is position g, column 2i + j; c[2 + j]
+// position g + 8.
+template <int kColumns, int T>
+__device__ __forceinline__ void store_block(float* partial, int warp, int lane, int block,
+                                            const float (&c)[4]) {
+  const int group = lane / 4;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int column = 2 * (lane % 4) + j;
+    if (column < kColumns) {
+      float* out = partial + warp * kColumns * T + column * T + block * 16 + group;
+      out[0] = c[j];
+      out[8] = c[2 + j];
+    }
+  }
+}
+
+template <int D, int kColumns, RowFormat KF, RowFormat VF>
+class TileScorer {
+ public:
+  static constexpr DecodeShape kShape{D, kColumns, KF, VF};
+  static constexpr KTile kTile = kShape.k_tile;
+  static constexpr int kSteps = D / kComputeWarps / 16;
+  static constexpr int kQuarter = D / kComputeWarps;
+  using Half = std::conditional_t<kTile == KTile::tq, __nv_bfloat16, __half>;
+  static_assert(kSteps % 2 == 0, "two chains of steps");
+
+  // q: F16 and FP8 K read the raw query rows from global memory; TQ K reads the block's
+  // R_D-rotated rows from shared memory ([kColumns][D]).
+  __device__ TileScorer(const DecodeParams& p, const QueryColumns& columns,
+                        const float* rotated_q, int warp, int lane)
+      : warp_(warp), lane_(lane) {
+    const int column = lane / 4;
+    const bool present = column < columns.count;
+    const int i = lane % 4;
+    const auto first_element = [&](int step, int r) {
+      return kTile == KTile::f16 ? warp * kQuarter + step * 16 + 2 * i + 8 * r
+                                 : warp * kQuarter + step * 16 + 4 * i + 2 * r;
+    };
+    if constexpr (kTile == KTile::tq) {
+      q_.load(column, present, first_element, [&](int c, int e) { return rotated_q[c * D + e]; });
+    } else {
+      const float* q = present ? p.q + columns.row[column] * p.q_stride[0] +
+                                     columns.head[column] * p.q_stride[1]
+                               : nullptr;
+      q_.load(column, present, first_element, [&](int, int e) { return q[e]; });
+    }
+  }
+
+  // Lookups of TQ K codes (unused otherwise): `table` is the staged lane table.
+  template <class Codebook>
+  __device__ void score(const unsigned char* stage, const Codebook& codebook,
+                        float* partial) const {
+    constexpr int T = kShape.tile;
+    const int group = lane_ / 4;
+    const int i = lane_ % 4;
+#pragma unroll
+    for (int block = 0; block < T / 16; ++block) {
+      // Rows g and g + 8 share r mod 8 = g, so one swizzle serves both.
+      const unsigned char* row = stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch;
+      float chains[2][4] = {};
+#pragma unroll
+      for (int step = 0; step < kSteps; ++step) {
+        unsigned a[2][4];
+        const int parts = fragments(row, step, group, i, codebook, a);
+        float(&c)[4] = chains[step % 2];
+        mma_m16n8k16<Half>(c, a[0], q_.high[step]);
+        mma_m16n8k16<Half>(c, a[0], q_.low[step]);
+        if (parts == 2) mma_m16n8k16<Half>(c, a[1], q_.high[step]);
+      }
+      float c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = chains[0][j] + chains[1][j];
+      store_block<kColumns, T>(partial, warp_, lane_, block, c);
+    }
+  }
+
+ private:
+  // A fragments (high and, for TQ, low parts) of one step for rows g and g + 8; returns how
+  // many parts there are.
+  template <class Codebook>
+  __device__ int fragments(const unsigned char* row, int step, int group, int i,
+                           const Codebook& codebook, unsigned (&a)[2][4]) const {
+    const int pitch8 = 8 * kShape.k_pitch;
+    if constexpr (kTile == KTile::f16) {
+      // Bytes 4i of chunks 2·step and 2·step + 1 of the warp's quarter (2 bytes an element).
+      const int first_chunk = warp_ * kQuarter * 2 / 16;
+      const unsigned char* low = row + 16 * swizzled_chunk(first_chunk + 2 * step, group) + 4 * i;
+      const unsigned char* high =
+          row + 16 * swizzled_chunk(first_chunk + 2 * step + 1, group) + 4 * i;
+      a[0][0] = *reinterpret_cast<const unsigned*>(low);
+      a[0][1] = *reinterpret_cast<const unsigned*>(low + pitch8);
+      a[0][2] = *reinterpret_cast<const unsigned*>(high);
+      a[0][3] = *reinterpret_cast<const unsigned*>(high + pitch8);
+      return 1;
+    } else if constexpr (kTile == KTile::fp8) {
+      // Bytes 4i … 4i + 3 of chunk `step` of the quarter: elements 4i … 4i + 3.
+      const int chunk = warp_ * kQuarter / 16 + step;
+      const unsigned char* at = row + 16 * swizzled_chunk(chunk, group) + 4 * i;
+      const unsigned upper = *reinterpret_cast<const unsigned*>(at);
+      const unsigned lower = *reinterpret_cast<const unsigned*>(at + pitch8);
+      a[0][0] = e4m3x2_to_f16x2(upper);
+      a[0][1] = e4m3x2_to_f16x2(lower);
+      a[0][2] = e4m3x2_to_f16x2(upper >> 16);
+      a[0][3] = e4m3x2_to_f16x2(lower >> 16);
+      return 1;
+    } else {
+      constexpr int kBits = code_bits(KF);
+      static_assert(kBits == 8 || kBits == 4, "TQ K of 4 or 8 bits");
+      // The codes of elements 4i … 4i + 3: 4 bytes (8-bit) or 2 (4-bit).
+      const int byte = (warp_ * kQuarter + step * 16) * kBits / 8 + 4 * i * kBits / 8;
+      const unsigned char* at = row + 16 * swizzled_chunk(byte / 16, group) + byte % 16;
+      unsigned codes[2];
+      if constexpr (kBits == 8) {
+        codes[0] = *reinterpret_cast<const unsigned*>(at);
+        codes[1] = *reinterpret_cast<const unsigned*>(at + pitch8);
+      } else {
+        codes[0] = *reinterpret_cast<const unsigned short*>(at);
+        codes[1] = *reinterpret_cast<const unsigned short*>(at + pitch8);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {  // row g, then g + 8
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          w[e] = codebook.word((codes[r] >> (kBits * e)) & ((1u << kBits) - 1u));
+        }
+        // Elements 4i, 4i + 1 are columns 2i, 2i + 1 (register r); 4i + 2, 4i + 3 are 2i + 8,
+        // 2i + 9 (register 2 + r). High parts in the low halves of the table words.
+        a[0][r] = __byte_perm(w[0], w[1], 0x5410u);
+        a[0][2 + r] = __byte_perm(w[2], w[3], 0x5410u);
+        a[1][r] = __byte_perm(w[0], w[1], 0x7632u);
+        a[1][2 + r] = __byte_perm(w[2], w[3], 0x7632u);
+      }
+      return 2;
+    }
+  }
+
+  int warp_, lane_;
+  QueryFragments<D, Half> q_;
+};
 
 }  // namespace turbodecode::cuda::decode

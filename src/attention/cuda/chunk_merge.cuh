@@ -1,0 +1,119 @@
+// The merge of the decode kernel (SPEC §2.5), done inside the persistent launch by the blocks
+// that finish last. Chunk states merge in two levels: the chunks of a row in one group of
+// kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
+// chunk is done, and a task's group states into the output when its last group is done. Both
+// levels are the same fold, one warp per query column: the max of the parts' maxima, then the
+// parts in order, each weighted by exp(m_j − m) (state.h), parts that saw nothing skipped. The
+// tree and the order depend only on a row's own chunks, so a row's bits do not depend on the
+// batch, the columns beside it, or which block merges it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention/cuda/decode_params.cuh"
+#include "attention/cuda/work_list.cuh"
+#include "attention/state.h"
+#include "tq/cuda/warp_row.cuh"
+
+namespace turbodecode::cuda::decode {
+
+// A merged state held by one warp: lane l holds elements [l·D/32, (l + 1)·D/32) of O.
+template <int D>
+struct WarpState {
+  float m = -INFINITY;
+  float l = 0.0f;
+  float o[D / 32] = {};
+};
+
+// Folds `count` states (m, l at ml[k · stride], O rows at o + k · stride · D) in order. Reads
+// through L2 (.cg): the states were written by other SMs in this launch.
+template <int D>
+__device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
+                                                    int stride, int lane) {
+  constexpr int E = D / 32;
+  WarpState<D> s;
+  for (int k = 0; k < count; ++k) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
+  for (int k = 0; k < count; ++k) {
+    const float2 part = __ldcg(ml + k * stride);
+    if (part.x == -INFINITY) continue;  // saw nothing: contributes exactly nothing
+    const float weight = attention::merge_weight(part.x, s.m);
+    s.l = fmaf(part.y, weight, s.l);
+    const float4* row = reinterpret_cast<const float4*>(o + static_cast<std::int64_t>(k) * stride * D +
+                                                        lane * E);
+#pragma unroll
+    for (int v = 0; v < E / 4; ++v) {
+      const float4 x = __ldcg(row + v);
+      s.o[4 * v] = fmaf(x.x, weight, s.o[4 * v]);
+      s.o[4 * v + 1] = fmaf(x.y, weight, s.o[4 * v + 1]);
+      s.o[4 * v + 2] = fmaf(x.z, weight, s.o[4 * v + 2]);
+      s.o[4 * v + 3] = fmaf(x.w, weight, s.o[4 * v + 3]);
+    }
+  }
+  return s;
+}
+
+template <int D>
+__device__ __forceinline__ void store_state(const WarpState<D>& s, float2* ml, float* o,
+                                            int lane) {
+  constexpr int E = D / 32;
+  if (lane == 0) *ml = make_float2(s.m, s.l);
+  float4* row = reinterpret_cast<float4*>(o + lane * E);
+#pragma unroll
+  for (int v = 0; v < E / 4; ++v) {
+    row[v] = make_float4(s.o[4 * v], s.o[4 * v + 1], s.o[4 * v + 2], s.o[4 * v + 3]);
+  }
+}
+
+// The output row and head of column `column` of a task.
+struct ColumnTarget {
+  int row;
+  int head;
+};
+
+__device__ __forceinline__ ColumnTarget column_target(const DecodeParams& p, const RunPart& part,
+                                                      const WorkItem& item, int column) {
+  const int c = item.column_chunk * p.columns + column;
+  return {part.run * p.query_tokens + part.first_token + c / p.group,
+          item.kv_head * p.group + c % p.group};
+}
+
+// Normalises a task's merged state into the output row (and lse), un-rotating it for TQ V
+// unless the caller asked for the rotated result.
+template <int D>
+__device__ __forceinline__ void write_output(const DecodeParams& p, const ColumnTarget& target,
+                                             WarpState<D> s, int lane) {
+  constexpr int E = D / 32;
+  const float normaliser = attention::output_scale(s.l);
+#pragma unroll
+  for (int e = 0; e < E; ++e) s.o[e] *= normaliser;
+  if (p.unrotate_output) {
+    warp_row::rotate_inverse<D>(s.o, lane, warp_row::lane_sign_bits<D>(lane));
+  }
+  float* out = p.out + target.row * p.out_stride[0] + target.head * p.out_stride[1];
+#pragma unroll
+  for (int e = 0; e < E; ++e) out[lane * E + e] = s.o[e];  // `out` may be any strided view
+  if (p.lse != nullptr && lane == 0) {
+    p.lse[target.row * p.lse_stride[0] + target.head * p.lse_stride[1]] =
+        s.l > 0.0f ? s.m + logf(s.l) : -INFINITY;
+  }
+}
+
+// The rows of an invalid run (graph replay with impossible indices): NaN outputs and lse, by
+// the block's compute threads.
+template <int D, int kThreads>
+__device__ __forceinline__ void write_invalid_run(const DecodeParams& p, int run) {
+  const int rows = p.query_tokens * p.n_heads;
+  for (int i = static_cast<int>(threadIdx.x); i < rows * D; i += kThreads) {
+    const int row = run * p.query_tokens + i / D / p.n_heads;
+    const int head = i / D % p.n_heads;
+    p.out[row * p.out_stride[0] + head * p.out_stride[1] + i % D] = NAN;
+    if (p.lse != nullptr && i % D == 0) {
+      p.lse[row * p.lse_stride[0] + head * p.lse_stride[1]] = NAN;
+    }
+  }
+}
+
+}  // namespace turbodecode::cuda::decode

@@ -1,0 +1,8 @@
+// Decode kernel instances with f16 K rows at head dim 512.
+#include "attention/cuda/decode_kernel.cuh"
+
+namespace turbodecode::cuda::decode {
+
+TD_DECODE_INSTANCES(, 512, RowFormat::f16)
+
+}  // namespace turbodecode::cuda::decode

@@ -1,0 +1,8 @@
+// Decode kernel instances with tq8 K rows at head dim 256.
+#include "attention/cuda/decode_kernel.cuh"
+
+namespace turbodecode::cuda::decode {
+
+TD_DECODE_INSTANCES(, 256, RowFormat::tq8)
+
+}  // namespace turbodecode::cuda::decode

@@ -1,0 +1,239 @@
+// The work list of the persistent decode kernel, derived on the device from the index arrays
+// (so a captured graph replays as lengths and tables change). Every block computes the same
+// list and takes an equal share of it.
+//
+// A run is the query_tokens rows of one slot (a draft); its rows are served together where
+// their chunk sizes agree: part 0 holds the rows with the run's first chunk size, part 1 the
+// later rows whose longer length doubled it (at most one doubling within a run). A task is
+// (run, part, KV head, block of `columns` query columns); an item is one chunk of a task
+// (chunks.h), the unit a block streams and keeps one softmax state for. Items are ordered by
+// run, part, KV head, column block, chunk, so the items a block takes are mostly consecutive
+// chunks of one task, which its copy warp streams as one range.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/chunks.h"
+#include "attention/cuda/decode_params.cuh"
+#include "attention/window.h"
+
+namespace turbodecode::cuda::decode {
+
+struct QueryRow {
+  bool valid;
+  std::int64_t slot;
+  std::int64_t position;
+};
+
+__device__ __forceinline__ QueryRow query_row(const DecodeParams& p, int row) {
+  const std::int64_t slot = p.slot_ids[row * p.slot_stride];
+  const std::int64_t position = p.seq_pos[row * p.pos_stride];
+  const bool valid =
+      slot >= 0 && slot < p.slots && position >= 0 && (p.ring || position < p.capacity);
+  return {valid, slot, position};
+}
+
+__device__ __forceinline__ attention::Window row_window(const DecodeParams& p,
+                                                        std::int64_t position) {
+  return attention::query_window(p.mask, position, p.capacity, p.sliding_window);
+}
+
+__device__ __forceinline__ std::int64_t row_chunk(const DecodeParams& p,
+                                                  const attention::Window& window) {
+  return attention::chunk_positions(p.chunk_policy, window.visible());
+}
+
+struct RunPart {
+  int items;  // work items of the part (0: the part is empty)
+  bool valid;  // false: one item that writes the run's rows as NaN
+  int run, part;
+  int first_token, tokens;  // the part's rows: run · query_tokens + first_token + i
+  std::int64_t slot;
+  std::int64_t chunk;        // positions per chunk
+  std::int64_t lo, hi;       // the union of its rows' visible positions
+  std::int64_t first_chunk;  // lo / chunk
+  int chunks;                // items of one task
+  int column_chunks;         // blocks of columns per KV head
+
+  __device__ int columns_here(const DecodeParams& p, int column_chunk) const {
+    const int left = tokens * p.group - column_chunk * p.columns;
+    return left < p.columns ? left : p.columns;
+  }
+};
+
+// Describes part `part` of run `run`. A run whose rows disagree on the slot, or name an index
+// the cache cannot hold, is invalid (its rows become NaN: only possible while a graph replays,
+// since the host checks indices otherwise).
+__device__ __forceinline__ RunPart describe_part(const DecodeParams& p, int run, int part) {
+  RunPart r{};
+  r.run = run;
+  r.part = part;
+  const int first_row = run * p.query_tokens;
+  const QueryRow first = query_row(p, first_row);
+  bool valid = first.valid;
+  for (int t = 1; t < p.query_tokens; ++t) {
+    const QueryRow row = query_row(p, first_row + t);
+    valid = valid && row.valid && row.slot == first.slot;
+  }
+  r.slot = first.slot;
+  if (!valid) {
+    r.valid = false;
+    r.items = part == 0 ? 1 : 0;
+    return r;
+  }
+  r.valid = true;
+  // Chunk sizes grow with the length, which grows along the run: the rows with the first
+  // size are a prefix. A third size cannot occur (the plan's thresholds lie further apart
+  // than a run is long); the run would be written as NaN.
+  const std::int64_t first_chunk_size = row_chunk(p, row_window(p, first.position));
+  int split = p.query_tokens;
+  bool third_size = false;
+  std::int64_t later_size = 0;
+  for (int t = 1; t < p.query_tokens; ++t) {
+    const std::int64_t c = row_chunk(p, row_window(p, query_row(p, first_row + t).position));
+    if (c != first_chunk_size) {
+      if (split == p.query_tokens) {
+        split = t;
+        later_size = c;
+      } else {
+        third_size = third_size || c != later_size;
+      }
+    }
+  }
+  if (third_size) {
+    r.valid = false;
+    r.items = part == 0 ? 1 : 0;
+    return r;
+  }
+  r.first_token = part == 0 ? 0 : split;
+  r.tokens = part == 0 ? split : p.query_tokens - split;
+  if (r.tokens == 0) {
+    r.items = 0;
+    return r;
+  }
+  r.chunk = part == 0 ? first_chunk_size : later_size;
+  r.lo = INT64_MAX;
+  r.hi = -1;
+  for (int t = 0; t < r.tokens; ++t) {
+    const attention::Window w =
+        row_window(p, query_row(p, first_row + r.first_token + t).position);
+    r.lo = w.first_position() < r.lo ? w.first_position() : r.lo;
+    r.hi = w.last_position() > r.hi ? w.last_position() : r.hi;
+  }
+  r.first_chunk = r.lo / r.chunk;
+  r.chunks = static_cast<int>(r.hi / r.chunk - r.first_chunk + 1);
+  if (r.chunks > p.task_chunks) {  // beyond the workspace: cannot happen for a valid plan
+    r.valid = false;
+    r.items = part == 0 ? 1 : 0;
+    return r;
+  }
+  r.column_chunks = (r.tokens * p.group + p.columns - 1) / p.columns;
+  r.items = p.n_kv_heads * r.column_chunks * r.chunks;
+  return r;
+}
+
+// One item: a chunk of a task.
+struct WorkItem {
+  int kv_head;
+  int column_chunk;
+  int chunk_index;  // 0 … part.chunks − 1 (absolute chunk: part.first_chunk + chunk_index)
+};
+
+__device__ __forceinline__ WorkItem item_of(const RunPart& part, int item) {
+  const int per_head = part.column_chunks * part.chunks;
+  const int rest = item % per_head;
+  return {item / per_head, rest / part.chunks, rest % part.chunks};
+}
+
+// Index of a task among the workspace's task slots.
+__device__ __forceinline__ std::int64_t task_index(const DecodeParams& p, const RunPart& part,
+                                                   const WorkItem& item) {
+  return ((static_cast<std::int64_t>(part.run) * p.parts_per_run + part.part) * p.n_kv_heads +
+          item.kv_head) *
+             p.column_chunks +
+         item.column_chunk;
+}
+
+// The positions an item covers: its chunk intersected with the part's visible union.
+struct ItemRange {
+  std::int64_t from, to;  // inclusive
+};
+
+__device__ __forceinline__ ItemRange item_range(const RunPart& part, const WorkItem& item) {
+  const std::int64_t begin = (part.first_chunk + item.chunk_index) * part.chunk;
+  const std::int64_t end = begin + part.chunk - 1;
+  return {begin > part.lo ? begin : part.lo, end < part.hi ? end : part.hi};
+}
+
+// Walks a block's items in order: part by part, item by item.
+struct WorkCursor {
+  RunPart part;
+  int item;
+
+  // Moves to the next item; past the end of a part, to the next non-empty part.
+  __device__ void advance(const DecodeParams& p) {
+    ++item;
+    while (item >= part.items && (part.run + 1 < p.n_runs || part.part + 1 < p.parts_per_run)) {
+      part = part.part + 1 < p.parts_per_run ? describe_part(p, part.run, part.part + 1)
+                                              : describe_part(p, part.run + 1, 0);
+      item = 0;
+    }
+  }
+};
+
+// Items of a whole run (both parts).
+__device__ __forceinline__ int run_items(const DecodeParams& p, int run) {
+  int items = describe_part(p, run, 0).items;
+  if (p.parts_per_run > 1) items += describe_part(p, run, 1).items;
+  return items;
+}
+
+// By one whole warp: the total number of items, and where item `target` lies. Lanes take
+// runs 32 at a time; an inclusive warp scan of their item counts finds the run.
+struct WorkStart {
+  std::int64_t total;
+  int run, part, item;  // of item `target` (run = n_runs when target >= total)
+};
+
+__device__ __forceinline__ std::int64_t count_items(const DecodeParams& p) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  std::int64_t total = 0;
+  for (int first = 0; first < p.n_runs; first += 32) {
+    std::int64_t items = first + lane < p.n_runs ? run_items(p, first + lane) : 0;
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      items += __shfl_xor_sync(0xffffffffu, items, offset);
+    }
+    total += items;
+  }
+  return total;
+}
+
+__device__ __forceinline__ WorkStart locate_item(const DecodeParams& p, std::int64_t target) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  std::int64_t base = 0;
+  for (int first = 0; first < p.n_runs; first += 32) {
+    const int run = first + lane;
+    const int items = run < p.n_runs ? run_items(p, run) : 0;
+    std::int64_t inclusive = items;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const std::int64_t below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += below;
+    }
+    const unsigned hit = __ballot_sync(0xffffffffu, run < p.n_runs && target < base + inclusive);
+    if (hit != 0) {
+      const int source = __ffs(hit) - 1;
+      const std::int64_t before = __shfl_sync(0xffffffffu, base + inclusive - items, source);
+      const int found = first + source;
+      const int offset = static_cast<int>(target - before);
+      const int part0 = describe_part(p, found, 0).items;
+      if (offset < part0) return {0, found, 0, offset};
+      return {0, found, 1, offset - part0};
+    }
+    base += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  return {base, p.n_runs, 0, 0};
+}
+
+}  // namespace turbodecode::cuda::decode
