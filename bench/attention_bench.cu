@@ -182,7 +182,7 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
        {"eager_gbps", static_cast<double>(bytes) / (eager_us * 1e3)},
        {"graph_gbps", static_cast<double>(bytes) / (graph_us * 1e3)},
        {"pct_read_stream", 100.0 * static_cast<double>(bytes) / (best_us * 1e3) / read_stream_gbps},
-       {"max_splits", plan.max_splits},
+       {"max_chunks", plan.max_chunks},
        {"non_finite_outputs", bad_outputs}});
   return result;
 }

@@ -36,8 +36,6 @@ struct DecodeOptions {
   // > 0, a multiple of 32: every row is cut into chunks of exactly this many positions (tests
   // and benchmarks).
   std::int64_t fixed_chunk_positions = 0;
-  // CUDA split kernel only (until it runs on chunks): > 0 forces this many splits per query.
-  int fixed_splits = 0;
 };
 
 struct DecodePlan {
@@ -53,15 +51,10 @@ struct DecodePlan {
   std::int64_t workspace_bytes = 0;  // size of the `workspace` argument of run_decode
   // CUDA: blocks of the persistent decode launch (SMs × resident blocks of its kernel).
   int device_blocks = 0;
-  // Split policy of the CPU backend (until it runs on chunks).
-  int max_splits = 1;
-  std::int64_t min_split_tokens = 1;
-  int target_splits = 1;
 
   // Positions per chunk of a row that sees `visible` positions. Depends only on that length
   // and the plan, never on other rows (SPEC §2.6 batch invariance).
   std::int64_t chunk_positions(std::int64_t visible) const;
-  int splits_for_length(std::int64_t visible) const;
 };
 
 // Validates the cache configuration and options, picks the chunk policy for the cache's device

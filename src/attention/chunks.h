@@ -19,6 +19,12 @@ namespace turbodecode::attention {
 // Every chunk size is a multiple of this many positions (the tiles of both backends divide it).
 inline constexpr std::int64_t kChunkAlign = 32;
 
+// A backend's automatic policy: chunks of at least min_positions, at most max_chunks of them.
+struct ChunkLimits {
+  std::int64_t min_positions;
+  int max_chunks;
+};
+
 struct ChunkPolicy {
   std::int64_t min_positions = 32;   // a multiple of 32 (the tile alignment of both backends)
   int max_chunks = 1;                // no row has more

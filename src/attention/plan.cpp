@@ -1,10 +1,11 @@
 // plan_decode: validates the cache configuration and options once on the host, then picks the
-// split policy and sizes the workspace for the cache's device.
+// chunk policy and sizes the workspace for the cache's device.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "attention/chunks.h"
-#include "attention/split_policy.h"
 #include "attention/workspace.h"
 #include "common/validate.h"
 #include "turbodecode/attention.h"
@@ -16,15 +17,50 @@
 namespace turbodecode {
 namespace {
 
-// Upper bound of fixed_splits: far beyond any useful split count, low enough that the
-// workspace a plan asks for stays sane.
-constexpr int kMaxFixedSplits = 1024;
+// CPU chunk policy (choice): a chunk covers at least 512 positions, and a long row is cut into
+// at most 17 (16 when its first position falls on a chunk boundary): enough work items for a
+// many-core host even at batch 1 with few KV heads. The constants do not depend on the thread
+// count, so results never do either.
+constexpr attention::ChunkLimits kCpuChunkLimits{512, 17};
+// Upper bound of any row's chunk count with fixed_chunk_positions: keeps the workspace a plan
+// asks for sane.
+constexpr std::int64_t kMaxFixedChunks = 4096;
 
-// CPU policy (choice): a split covers at least 512 positions, and a long query is cut into
-// 16 splits, enough work items for a many-core host even at batch 1 with few KV heads. The
-// constants do not depend on the thread count, so results never do either.
-constexpr std::int64_t kCpuMinSplitTokens = 512;
-constexpr int kCpuTargetSplits = 16;
+// The most positions any row of this cache and mask sees.
+std::int64_t longest_visible(const KvCacheConfig& cache, const DecodeOptions& options) {
+  const bool windowed = options.mask != MaskKind::causal && options.sliding_window > 0;
+  return windowed ? std::min(cache.capacity, options.sliding_window) : cache.capacity;
+}
+
+// Chunks of a row that sees `visible` positions in chunks of `c`, at worst (SPEC §2.8: its
+// first position need not fall on a chunk boundary).
+std::int64_t worst_chunk_count(std::int64_t visible, std::int64_t c) {
+  return (visible + c - 1) / c + 1;
+}
+
+void validate_query_tokens(const KvCacheConfig& cache, const DecodeOptions& options) {
+  check_arg(options.query_tokens >= 1 && options.query_tokens <= kMaxQueryTokens,
+            "options.query_tokens", "must be in [1, " + std::to_string(kMaxQueryTokens) + "]");
+  if (cache.kind != LayerKind::ring || options.query_tokens == 1) return;
+  // The later tokens of a draft overwrite ring rows; the rows its earlier tokens see must
+  // survive them.
+  check_arg(options.sliding_window > 0, "options.query_tokens",
+            "above 1 on a ring layer needs options.sliding_window > 0");
+  check_arg(cache.capacity >= options.sliding_window + options.query_tokens - 1,
+            "options.query_tokens",
+            "needs capacity (" + std::to_string(cache.capacity) +
+                ") >= options.sliding_window + options.query_tokens - 1 on a ring layer");
+}
+
+void validate_fixed_chunks(const KvCacheConfig& cache, const DecodeOptions& options) {
+  const std::int64_t c = options.fixed_chunk_positions;
+  check_arg(c >= 0 && c % 32 == 0, "options.fixed_chunk_positions",
+            "must be 0 (automatic) or a positive multiple of 32");
+  if (c == 0) return;
+  check_arg(worst_chunk_count(longest_visible(cache, options), c) <= kMaxFixedChunks,
+            "options.fixed_chunk_positions",
+            "leaves a row more than " + std::to_string(kMaxFixedChunks) + " chunks");
+}
 
 void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
                       std::int64_t max_queries) {
@@ -49,33 +85,27 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
             "must be finite and >= 0 (0 means 1/sqrt(D))");
   check_arg(std::isfinite(options.softcap) && options.softcap >= 0.0f, "options.softcap",
             "must be finite and >= 0 (0 means off)");
-  check_arg(options.fixed_splits >= 0 && options.fixed_splits <= kMaxFixedSplits,
-            "options.fixed_splits",
-            "must be in [0, " + std::to_string(kMaxFixedSplits) + "] (0 means automatic)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
-  check_arg(options.query_tokens >= 1 && options.query_tokens <= kMaxQueryTokens,
-            "options.query_tokens", "must be in [1, " + std::to_string(kMaxQueryTokens) + "]");
-  check_arg(options.query_tokens == 1 || cache.kind == LayerKind::linear ||
-                (options.sliding_window > 0 &&
-                 cache.capacity >= options.sliding_window + options.query_tokens - 1),
-            "options.query_tokens",
-            "several tokens per slot on a ring need sliding_window > 0 and capacity >= "
-            "sliding_window + query_tokens - 1");
-  check_arg(options.fixed_chunk_positions >= 0 && options.fixed_chunk_positions % 32 == 0,
-            "options.fixed_chunk_positions", "must be 0 (automatic) or a positive multiple of 32");
+  validate_query_tokens(cache, options);
+  check_arg(max_queries >= options.query_tokens, "max_queries",
+            "must be at least options.query_tokens");
+  validate_fixed_chunks(cache, options);
 }
 
-attention::SplitPolicy cpu_split_policy(const DecodeOptions& options) {
-  attention::SplitPolicy policy;
-  policy.min_split_tokens = kCpuMinSplitTokens;
-  policy.target_splits = kCpuTargetSplits;
-  policy.fixed_splits = options.fixed_splits;
-  policy.max_splits = options.fixed_splits > 0 ? options.fixed_splits : kCpuTargetSplits;
+// The chunk policy: automatic within the backend's limits, or every row cut into chunks of
+// fixed_chunk_positions; either way max_chunks bounds the chunks of any row this cache and mask
+// can produce, which sizes the workspace.
+attention::ChunkPolicy chunk_policy(const KvCacheConfig& cache, const DecodeOptions& options,
+                                    const attention::ChunkLimits& limits) {
+  const std::int64_t longest = longest_visible(cache, options);
+  attention::ChunkPolicy policy;
+  policy.fixed_positions = options.fixed_chunk_positions;
+  policy.min_positions = limits.min_positions;
+  const std::int64_t c = policy.fixed_positions > 0 ? policy.fixed_positions : policy.min_positions;
+  const std::int64_t needed = worst_chunk_count(longest, c);
+  policy.max_chunks = static_cast<int>(
+      policy.fixed_positions > 0 ? needed : std::min<std::int64_t>(needed, limits.max_chunks));
   return policy;
-}
-
-attention::SplitPolicy plan_policy(const DecodePlan& plan) {
-  return {plan.max_splits, plan.min_split_tokens, plan.target_splits, plan.options.fixed_splits};
 }
 
 }  // namespace
@@ -85,9 +115,6 @@ std::int64_t DecodePlan::chunk_positions(std::int64_t visible) const {
       {min_chunk_positions, max_chunks, options.fixed_chunk_positions}, visible);
 }
 
-int DecodePlan::splits_for_length(std::int64_t visible) const {
-  return attention::splits_for_length(plan_policy(*this), visible);
-}
 
 DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries) {
@@ -103,16 +130,21 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
   }
   plan.max_queries = max_queries;
 
+  const bool on_cuda = cache.device == Device::cuda;
 #ifdef TURBODECODE_WITH_CUDA
-  if (cache.device == Device::cuda) {
+  const ChunkLimits limits = on_cuda ? cuda::chunk_limits(cache.head_dim) : kCpuChunkLimits;
+#else
+  const ChunkLimits limits = kCpuChunkLimits;
+#endif
+  const attention::ChunkPolicy chunks = chunk_policy(cache, options, limits);
+  plan.min_chunk_positions = chunks.min_positions;
+  plan.max_chunks = chunks.max_chunks;
+#ifdef TURBODECODE_WITH_CUDA
+  if (on_cuda) {
     cuda::plan_decode(plan);
     return plan;
   }
 #endif
-  const attention::SplitPolicy policy = cpu_split_policy(options);
-  plan.max_splits = policy.max_splits;
-  plan.min_split_tokens = policy.min_split_tokens;
-  plan.target_splits = policy.target_splits;
   plan.workspace_bytes = attention::CpuWorkspaceLayout(plan).bytes();
   return plan;
 }

@@ -1,4 +1,4 @@
-// The online-softmax state of a split and its associative merge (SPEC §2.5). The CPU backend
+// The online-softmax state of a chunk of positions and its associative merge (SPEC §2.5). The CPU backend
 // and the CUDA merge kernel both call these.
 #pragma once
 
@@ -8,8 +8,8 @@
 
 namespace turbodecode::attention {
 
-// (m, l) of a split: running max of the scores and Σ exp(s − m). O (Σ exp(s − m)·v) is kept
-// beside it as a row of D floats. An empty split is {-inf, 0} with O = 0.
+// (m, l) of a chunk: running max of the scores and Σ exp(s − m). O (Σ exp(s − m)·v) is kept
+// beside it as a row of D floats. A chunk that saw nothing is {-inf, 0} with O = 0.
 struct SoftmaxState {
   float m;
   float l;

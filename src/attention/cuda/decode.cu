@@ -17,20 +17,6 @@ namespace {
 
 using decode::DecodeParams;
 
-// Chunk policy (chunks.h): short rows in chunks of kMinChunkPositions, so that a lone query of
-// a few thousand positions still spreads over the SMs; long rows at most kMaxChunks chunks, so
-// their states stay about 1-2% of the bytes they read and their merge stays short. D 512 rows
-// are twice as long per position and have 4× the columns per KV head in Gemma-like layers
-// (16/2 heads): their chunks start longer and may be more (only 2 KV heads to spread).
-struct ChunkConstants {
-  std::int64_t min_positions;
-  int max_chunks;
-};
-
-ChunkConstants chunk_constants(int head_dim) {
-  return head_dim == 256 ? ChunkConstants{128, 65} : ChunkConstants{256, 129};
-}
-
 int run_columns(const DecodePlan& plan) {
   return plan.options.query_tokens * (plan.options.n_heads / plan.cache.n_kv_heads);
 }
@@ -39,13 +25,6 @@ decode::DecodeKernel kernel_of(const DecodePlan& plan) {
   return decode::select_decode_kernel(plan.cache.head_dim,
                                       decode::columns_per_block(run_columns(plan)),
                                       plan.cache.k_format, plan.cache.v_format);
-}
-
-// The visible positions a row may have at most: the workspace's bound on its chunks.
-std::int64_t max_visible(const DecodePlan& plan) {
-  std::int64_t visible = plan.cache.capacity;
-  if (plan.options.sliding_window > 0) visible = std::min(visible, plan.options.sliding_window);
-  return visible;
 }
 
 struct TaskShape {
@@ -66,10 +45,8 @@ TaskShape task_shape(const DecodePlan& plan) {
   const std::int64_t runs = (plan.max_queries + q - 1) / q;
   t.tasks = runs * t.parts_per_run * plan.cache.n_kv_heads * t.column_chunks;
   // A part's rows see at most max_visible + q − 1 positions together.
-  const std::int64_t span = max_visible(plan) + q - 1;
-  const std::int64_t c = plan.chunk_positions(max_visible(plan));
-  t.task_chunks = static_cast<int>(std::min<std::int64_t>(span / c + 2, plan.max_chunks + 1));
-  if (plan.options.fixed_chunk_positions > 0) t.task_chunks = static_cast<int>(span / c + 2);
+  // A part's rows see at most longest + q − 1 positions together: one chunk more than a row.
+  t.task_chunks = plan.max_chunks + 1;
   t.task_groups = (t.task_chunks + decode::kMergeGroup - 1) / decode::kMergeGroup + 1;
   return t;
 }
@@ -167,13 +144,19 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 
 }  // namespace
 
+// Short rows in chunks of 128 (256 at D 512) positions, so that a lone query of a few thousand
+// positions still spreads over the SMs; long rows at most 65 (129) chunks, so their states stay
+// about 1-2% of the bytes they read. D 512 rows carry twice the bytes per position and have 4×
+// the columns per KV head in Gemma-like layers (16/2 heads): longer chunks, and more of them
+// (only 2 KV heads to spread over the SMs).
+attention::ChunkLimits chunk_limits(int head_dim) {
+  return head_dim == 256 ? attention::ChunkLimits{128, 65} : attention::ChunkLimits{256, 129};
+}
+
 void plan_decode(DecodePlan& plan) {
   check_arg(plan.cache.k_format == RowFormat::f16 || plan.cache.k_format == RowFormat::fp8 ||
                 plan.cache.k_format == RowFormat::tq4 || plan.cache.k_format == RowFormat::tq8,
             "k_format", "the CUDA backend reads K as f16, fp8, tq4 or tq8");
-  const ChunkConstants constants = chunk_constants(plan.cache.head_dim);
-  plan.min_chunk_positions = constants.min_positions;
-  plan.max_chunks = constants.max_chunks;
   const decode::DecodeKernel kernel = kernel_of(plan);
   int resident = 0;
   TD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(

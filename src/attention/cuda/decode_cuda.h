@@ -6,12 +6,16 @@
 
 #include <cstdint>
 
+#include "attention/chunks.h"
 #include "turbodecode/attention.h"
 
 namespace turbodecode::cuda {
 
-// Sets the plan's CUDA fields for the current device: the chunk policy, the blocks of the
-// persistent launch and the workspace size. Every other field of `plan` is set.
+// The automatic chunk policy's limits on CUDA (chunks.h).
+attention::ChunkLimits chunk_limits(int head_dim);
+
+// Sets the plan's CUDA fields for the current device: the blocks of the persistent launch and
+// the workspace size. Every other field of `plan` is set.
 void plan_decode(DecodePlan& plan);
 
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
