@@ -4,8 +4,10 @@
 //   attention_bench --list-shapes PATH        write the decode shapes (for the PyTorch peer)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -51,27 +53,42 @@ KvCacheConfig cache_config(const DecodeShape& shape) {
   config.k_format = shape.k_format;
   config.v_format = shape.v_format;
   config.device = Device::cuda;
+  if (shape.page_size > 0) {
+    config.page_size = shape.page_size;
+    config.pages = config.slots * ((config.capacity + shape.page_size - 1) / shape.page_size);
+  }
   return config;
 }
 
-// Bytes a decode step must move: every visible K and V row (F16, or codes + norms) once per
-// KV head, the query and the output (f32), and the two index arrays.
+// A shuffled block table naming every page once (paged caches), on the device.
+Buffer shuffled_block_table(const KvCacheConfig& config, unsigned seed) {
+  std::vector<std::int32_t> table(static_cast<std::size_t>(config.pages));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  std::mt19937 rng(seed);
+  std::shuffle(table.begin(), table.end(), rng);
+  Buffer buffer(Device::cuda, config.pages * 4);
+  buffer.copy_from_host(table.data(), config.pages * 4);
+  return buffer;
+}
+
+// Bytes a decode step must move: every visible K and V row (codes or F16, and their scales)
+// once per KV head, the queries and the outputs (f32), and the two index arrays.
 std::int64_t decode_bytes(const DecodeShape& shape) {
   const int d = shape.head_dim;
   const auto stored_row = [d](RowFormat format) {
-    return row_bytes(format, d) + (is_quantized(format) ? 4 * norms_per_row(d) : 0);
+    return row_bytes(format, d) + 4 * row_scales(format, d);
   };
   const std::int64_t per_position =
       shape.n_kv_heads * (stored_row(shape.k_format) + stored_row(shape.v_format));
   const std::int64_t per_query = 2 * std::int64_t{shape.n_heads} * d * 4 + 2 * 4;
-  return shape.total_length() * per_position + shape.batch() * per_query;
+  return shape.total_length() * per_position + shape.batch() * shape.query_tokens * per_query;
 }
 
 // Appends positions 0..lengths[b]−1 of every slot b with uniform random K and V (f32), in
 // chunks, through the public append_kv.
-void fill_cache(const KvCache& cache, const std::vector<std::int64_t>& lengths,
+void fill_cache(const KvCacheView& cache, const std::vector<std::int64_t>& lengths,
                 unsigned long long seed, cudaStream_t stream) {
-  const KvCacheConfig& c = cache.config();
+  const KvCacheConfig& c = cache.config;
   const std::int64_t values = kFillChunkTokens * c.n_kv_heads * c.head_dim;
   Buffer k(Device::cuda, values * 4), v(Device::cuda, values * 4);
   Buffer slot_buffer(Device::cuda, kFillChunkTokens * 4),
@@ -84,7 +101,7 @@ void fill_cache(const KvCache& cache, const std::vector<std::int64_t>& lengths,
     fill_uniform(v.data(), DType::f32, values, seed++, stream);
     slot_buffer.copy_from_host(slots.data(), n * 4);
     position_buffer.copy_from_host(positions.data(), n * 4);
-    append_kv(cache.view(), k.view(DType::f32, {n, c.n_kv_heads, c.head_dim}),
+    append_kv(cache, k.view(DType::f32, {n, c.n_kv_heads, c.head_dim}),
               v.view(DType::f32, {n, c.n_kv_heads, c.head_dim}), slot_buffer.view(DType::i32, {n}),
               position_buffer.view(DType::i32, {n}), Stream{stream});
     slots.clear();
@@ -123,52 +140,65 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
       bytes_per_position(config) * config.slots * config.n_kv_heads * config.capacity;
   const int rotation = rotation_count(cache_bytes);
   std::vector<KvCache> caches;
+  std::vector<Buffer> tables;
+  std::vector<KvCacheView> views;
   caches.reserve(static_cast<std::size_t>(rotation));
   for (int r = 0; r < rotation; ++r) {
     caches.emplace_back(config);
-    fill_cache(caches.back(), shape.lengths, 1000ull * (r + 1), stream);
+    if (config.page_size > 0) {
+      tables.push_back(shuffled_block_table(config, static_cast<unsigned>(r + 1)));
+      views.push_back(caches.back().view(
+          tables.back().view(DType::i32, {config.slots, pages_per_slot(config)})));
+    } else {
+      views.push_back(caches.back().view());
+    }
+    fill_cache(views.back(), shape.lengths, 1000ull * (r + 1), stream);
   }
-  const std::int64_t batch = shape.batch();
+  const std::int64_t rows = shape.batch() * shape.query_tokens;
   const int d = shape.head_dim;
-  Buffer q(Device::cuda, batch * shape.n_heads * d * 4),
-      out(Device::cuda, batch * shape.n_heads * d * 4);
-  fill_uniform(q.data(), DType::f32, batch * shape.n_heads * d, 7, stream);
+  Buffer q(Device::cuda, rows * shape.n_heads * d * 4),
+      out(Device::cuda, rows * shape.n_heads * d * 4);
+  fill_uniform(q.data(), DType::f32, rows * shape.n_heads * d, 7, stream);
   std::vector<std::int32_t> slot_ids, seq_pos;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    slot_ids.push_back(static_cast<std::int32_t>(b));
-    seq_pos.push_back(static_cast<std::int32_t>(shape.lengths[static_cast<std::size_t>(b)] - 1));
+  for (std::int64_t b = 0; b < shape.batch(); ++b) {
+    const std::int64_t length = shape.lengths[static_cast<std::size_t>(b)];
+    for (int t = 0; t < shape.query_tokens; ++t) {
+      slot_ids.push_back(static_cast<std::int32_t>(b));
+      seq_pos.push_back(static_cast<std::int32_t>(length - shape.query_tokens + t));
+    }
   }
-  Buffer slot_buffer(Device::cuda, batch * 4), pos_buffer(Device::cuda, batch * 4);
-  slot_buffer.copy_from_host(slot_ids.data(), batch * 4);
-  pos_buffer.copy_from_host(seq_pos.data(), batch * 4);
+  Buffer slot_buffer(Device::cuda, rows * 4), pos_buffer(Device::cuda, rows * 4);
+  slot_buffer.copy_from_host(slot_ids.data(), rows * 4);
+  pos_buffer.copy_from_host(seq_pos.data(), rows * 4);
 
   DecodeOptions options;
   options.n_heads = shape.n_heads;
-  const DecodePlan plan = plan_decode(config, options, batch);
+  options.query_tokens = shape.query_tokens;
+  const DecodePlan plan = plan_decode(config, options, rows);
   Buffer workspace(Device::cuda, plan.workspace_bytes > 0 ? plan.workspace_bytes : 256);
-  const TensorView q_view = q.view(DType::f32, {batch, shape.n_heads, d});
-  const TensorView out_view = out.view(DType::f32, {batch, shape.n_heads, d});
-  const TensorView slot_view = slot_buffer.view(DType::i32, {batch});
-  const TensorView pos_view = pos_buffer.view(DType::i32, {batch});
+  workspace.fill_bytes(0);
+  const TensorView q_view = q.view(DType::f32, {rows, shape.n_heads, d});
+  const TensorView out_view = out.view(DType::f32, {rows, shape.n_heads, d});
+  const TensorView slot_view = slot_buffer.view(DType::i32, {rows});
+  const TensorView pos_view = pos_buffer.view(DType::i32, {rows});
   const TensorView ws_view = workspace.view(DType::u8, {workspace.bytes()});
 
   // One validated call (the public entry checks every index on the host) before timing.
   out.fill_bytes(0xFF);
-  run_decode(plan, caches[0].view(), q_view, slot_view, pos_view, out_view, ws_view,
-             Stream{stream});
+  run_decode(plan, views[0], q_view, slot_view, pos_view, out_view, ws_view, Stream{stream});
   synchronize(Stream{stream});
   const std::int64_t bad_outputs = non_finite_outputs(out);
 
   // Eager: the CUDA backend straight, as the public call minus its host-side index check.
   const double eager_us = median_event_us(stream, settings.warmup, settings.reps, [&](int i) {
-    cuda::run_decode(plan, caches[static_cast<std::size_t>(i % rotation)].view(), q_view, slot_view,
-                     pos_view, out_view, ws_view, Stream{stream});
+    cuda::run_decode(plan, views[static_cast<std::size_t>(i % rotation)], q_view, slot_view,
+                     pos_view, out_view, TensorView{}, ws_view, Stream{stream});
   });
   // Graph: the public call captured (it skips the host check while capturing).
   const int calls = rotation > settings.graph_calls ? rotation : settings.graph_calls;
   const double graph_us = median_graph_us(stream, calls, settings.reps, [&](int i) {
-    run_decode(plan, caches[static_cast<std::size_t>(i % rotation)].view(), q_view, slot_view,
-               pos_view, out_view, ws_view, Stream{stream});
+    run_decode(plan, views[static_cast<std::size_t>(i % rotation)], q_view, slot_view, pos_view,
+               out_view, ws_view, Stream{stream});
   });
   const std::int64_t bytes = decode_bytes(shape);
   const double best_us = graph_us < eager_us ? graph_us : eager_us;
@@ -205,11 +235,11 @@ json device_info() {
 
 void print_decode_row(const json& r) {
   if (r.contains("error")) {
-    std::printf("%-34s ERROR %s\n", r.value("label", std::string("?")).c_str(),
+    std::printf("%-44s ERROR %s\n", r.value("label", std::string("?")).c_str(),
                 r["error"].get<std::string>().c_str());
     return;
   }
-  std::printf("%-34s %9.1f %9.1f %8.0f %6.1f%% %4s\n", r["label"].get<std::string>().c_str(),
+  std::printf("%-44s %9.1f %9.1f %8.0f %6.1f%% %4s\n", r["label"].get<std::string>().c_str(),
               r["eager_us"].get<double>(), r["graph_us"].get<double>(),
               r["graph_gbps"].get<double>(), r["pct_read_stream"].get<double>(),
               r["non_finite_outputs"].get<std::int64_t>() == 0 ? "ok" : "NaN");
@@ -260,7 +290,7 @@ int run(const Settings& settings, const std::string& json_path) {
               report["device"]["name"].get<std::string>().c_str(), bw.read_stream_gbps,
               bw.copy_gbps);
 
-  std::printf("%-34s %9s %9s %8s %7s\n", "decode shape", "eager us", "graph us", "GB/s", "%read");
+  std::printf("%-44s %9s %9s %8s %7s\n", "decode shape", "eager us", "graph us", "GB/s", "%read");
   json decode = json::array();
   for (const DecodeShape& shape : decode_shapes(settings.quick)) {
     if (!settings.only.empty() && shape.label().find(settings.only) == std::string::npos) continue;

@@ -11,8 +11,10 @@
 namespace turbodecode::testing {
 
 // Fills every row of a host cache: each F16 element is `f16_value()` (an f16 bit pattern),
-// TQ codes are uniform over the codebook, norms of the size rows of N(0, 1) values have
-// (D = 256 stores ‖y‖ ≈ 16, D = 512 the RMS of each half ≈ 1).
+// TQ codes are uniform over the codebook (every bit pattern of a packed row is a valid one),
+// norms of the size rows of N(0, 1) values have (D = 256 stores ‖y‖ ≈ 16, D = 512 the RMS of
+// each half ≈ 1); FP8 codes are uniform over the finite E4M3 values, with scales of the size
+// such rows have (amax / 448 ≈ 0.007).
 template <class F16Value>
 void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value f16_value) {
   const KvCacheConfig& c = cache.config;
@@ -23,12 +25,17 @@ void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value 
       for (std::int64_t i = 0; i < n; ++i) data[i] = f16_value();
       return;
     }
-    const int bits = format_bits(format);
-    const std::uint64_t mask = bits == 4 ? 0xff : (1u << bits) - 1;
     auto* codes = rows.as<std::uint8_t>();
-    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & mask);
-    std::uniform_real_distribution<float> norm(c.head_dim == 256 ? 8.0f : 0.5f,
-                                               c.head_dim == 256 ? 24.0f : 1.5f);
+    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & 0xff);
+    if (format == RowFormat::fp8) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        if ((codes[i] & 0x7f) == 0x7f) codes[i] = static_cast<std::uint8_t>(codes[i] - 1);
+      }
+    }
+    const bool fp8 = format == RowFormat::fp8;
+    std::uniform_real_distribution<float> norm(
+        fp8 ? 0.005f : (c.head_dim == 256 ? 8.0f : 0.5f),
+        fp8 ? 0.01f : (c.head_dim == 256 ? 24.0f : 1.5f));
     auto* values = norms.as<float>();
     for (std::int64_t i = 0; i < norms.numel(); ++i) values[i] = norm(rng);
   };

@@ -245,8 +245,9 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   const DeviceTensor slots(config.device, DType::i32, {in.n}, in.q_slot);
   const DeviceTensor positions(config.device, DType::i32, {in.n}, in.q_pos);
   const DeviceTensor out(config.device, DType::f32, {in.n, in.n_heads, in.head_dim});
-  const DeviceTensor workspace(config.device, DType::u8,
-                               {std::max<std::int64_t>(plan.workspace_bytes, 1)});
+  const std::int64_t workspace_bytes = std::max<std::int64_t>(plan.workspace_bytes, 1);
+  const DeviceTensor workspace(config.device, DType::u8, {workspace_bytes},
+                               std::vector<std::uint8_t>(static_cast<std::size_t>(workspace_bytes)));
   run_decode(plan, cache.view(), q.view(), slots.view(), positions.view(), out.view(),
              workspace.view());
   synchronize();

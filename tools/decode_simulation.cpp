@@ -130,7 +130,9 @@ struct LayerRun {
   LayerRun(const KvCacheConfig& config, const SimulatedLayer& layer, int steps)
       : cache(config),
         plan(plan_decode(cache.config(), decode_options(layer), 1)),
-        workspace(config.device, DType::u8, {std::max<std::int64_t>(plan.workspace_bytes, 1)}),
+        workspace(config.device, DType::u8, {std::max<std::int64_t>(plan.workspace_bytes, 1)},
+                  std::vector<std::uint8_t>(
+                      static_cast<std::size_t>(std::max<std::int64_t>(plan.workspace_bytes, 1)))),
         out(config.device, DType::f32, {steps, layer.n_heads, layer.head_dim}) {}
 };
 

@@ -64,7 +64,9 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
 
 // q [n, n_heads, D] f32 (raw, unrotated); slot_ids, seq_pos [n] i32 (each token already
 // appended; n a multiple of query_tokens); out [n, n_heads, D] f32; workspace u8
-// [>= plan.workspace_bytes]. Everything on the cache's device, n <= plan.max_queries.
+// [>= plan.workspace_bytes], zero-filled before its first run (the CUDA backend keeps completion
+// counters there, which every run leaves at zero again; e.g. Buffer::fill_bytes(0) once).
+// Everything on the cache's device, n <= plan.max_queries.
 // lse (optional: an absent view writes none) [n, n_heads] f32: the natural log of
 // Σ exp(score) over the row's visible positions, scores after scale and softcap, −inf for a row
 // that sees nothing (SPEC §2.9); partial results over disjoint positions merge exactly with it.

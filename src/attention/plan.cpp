@@ -132,9 +132,10 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
 
   const bool on_cuda = cache.device == Device::cuda;
 #ifdef TURBODECODE_WITH_CUDA
-  const ChunkLimits limits = on_cuda ? cuda::chunk_limits(cache.head_dim) : kCpuChunkLimits;
+  const attention::ChunkLimits limits =
+      on_cuda ? cuda::chunk_limits(cache.head_dim) : kCpuChunkLimits;
 #else
-  const ChunkLimits limits = kCpuChunkLimits;
+  const attention::ChunkLimits limits = kCpuChunkLimits;
 #endif
   const attention::ChunkPolicy chunks = chunk_policy(cache, options, limits);
   plan.min_chunk_positions = chunks.min_positions;

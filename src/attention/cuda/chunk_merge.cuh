@@ -1,7 +1,8 @@
 // The merge of the decode kernel (SPEC §2.5), done inside the persistent launch by the blocks
 // that finish last. Chunk states merge in two levels: the chunks of a row in one group of
 // kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
-// chunk is done, and a task's group states into the output when its last group is done. Both
+// chunk is done, and a task's group states into the output when its last group is done (a task
+// of one group goes straight to the output). Both
 // levels are the same fold, one warp per query column: the max of the parts' maxima, then the
 // parts in order, each weighted by exp(m_j − m) (state.h), parts that saw nothing skipped. The
 // tree and the order depend only on a row's own chunks, so a row's bits do not depend on the
@@ -36,6 +37,7 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   constexpr int E = D / 32;
   WarpState<D> s;
   for (int k = 0; k < count; ++k) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
+#pragma unroll 4
   for (int k = 0; k < count; ++k) {
     const float2 part = __ldcg(ml + k * stride);
     if (part.x == -INFINITY) continue;  // saw nothing: contributes exactly nothing

@@ -228,8 +228,7 @@ struct DecodeBlock {
   // the block that finishes the task's last group, merges the groups into the output.
   __device__ void finish_chunk(const RunPart& part, const WorkItem& item, std::int64_t task,
                                int columns_here) const {
-    __threadfence();  // this thread's state writes, before the count below
-    compute_warps_sync();
+    compute_warps_sync();  // every thread's state writes, before the count (fence in arrive)
     const std::int64_t chunk = part.first_chunk + item.chunk_index;
     const std::int64_t first_group = part.first_chunk / kMergeGroup;
     const std::int64_t last_chunk = part.first_chunk + part.chunks - 1;
@@ -244,7 +243,6 @@ struct DecodeBlock {
     if (thread == 0) control()[kGroupDone] = arrive(counters + 1 + group, group_chunks);
     compute_warps_sync();
     if (!control()[kGroupDone]) return;
-    __threadfence();
     const std::int64_t group_state = (task * p.task_groups + group) * kColumns;
     const std::int64_t first_state =
         (task * p.task_chunks + (group_first - part.first_chunk)) * kColumns;
@@ -252,15 +250,19 @@ struct DecodeBlock {
       const WarpState<D> merged = fold_states<D>(p.state_ml + first_state + c,
                                                  p.state_o + (first_state + c) * D, group_chunks,
                                                  kColumns, lane);
-      store_state<D>(merged, p.group_ml + group_state + c, p.group_o + (group_state + c) * D,
-                     lane);
+      // A task of one group is done: folding its one group state again would change no bit.
+      if (groups == 1) {
+        write_output<D>(p, column_target(p, part, item, c), merged, lane);
+      } else {
+        store_state<D>(merged, p.group_ml + group_state + c, p.group_o + (group_state + c) * D,
+                       lane);
+      }
     }
-    __threadfence();
+    if (groups == 1) return;
     compute_warps_sync();
     if (thread == 0) control()[kTaskDone] = arrive(counters, groups);
     compute_warps_sync();
     if (!control()[kTaskDone]) return;
-    __threadfence();
     const std::int64_t task_state = task * p.task_groups * kColumns;
     for (int c = warp; c < columns_here; c += kComputeWarps) {
       const WarpState<D> merged =
@@ -270,12 +272,19 @@ struct DecodeBlock {
     }
   }
 
-  // One arrival on a completion counter that expects `expected`: true for the last, which
-  // resets it for the next launch.
+  // One arrival on a completion counter that expects `expected`, by one thread between two
+  // barriers of the compute warps. The fence before the count makes the block's writes before
+  // the first barrier visible to the device first; the last arrival's fence after it orders the
+  // other blocks' writes before what the block reads after the second barrier (fences are
+  // cumulative). True for the last arrival, which resets the counter for the next launch.
   __device__ static bool arrive(unsigned* counter, int expected) {
+    __threadfence();
     const unsigned before = atomicAdd(counter, 1u);
     const bool last = before + 1 == static_cast<unsigned>(expected);
-    if (last) atomicExch(counter, 0u);
+    if (last) {
+      atomicExch(counter, 0u);
+      __threadfence();
+    }
     return last;
   }
 
@@ -366,15 +375,12 @@ __global__ void __launch_bounds__(kBlockThreads,
     }
   }
   if (thread < 32) {  // the block's share of the work list
-    const std::int64_t total = count_items(p);
-    const std::int64_t begin = total * blockIdx.x / gridDim.x;
-    const std::int64_t end = total * (blockIdx.x + 1) / gridDim.x;
-    const WorkStart start = locate_item(p, begin);
+    const WorkShare share = block_share(p, blockIdx.x, gridDim.x);
     if (thread == 0) {
-      control[kStartRun] = start.run;
-      control[kStartPart] = start.part;
-      control[kStartItem] = start.item;
-      control[kItemCount] = static_cast<int>(end - begin);
+      control[kStartRun] = share.start.run;
+      control[kStartPart] = share.start.part;
+      control[kStartItem] = share.start.item;
+      control[kItemCount] = share.count;
     }
   }
   __syncthreads();  // the block's only full barrier: the copy warp leaves after its stream

@@ -13,7 +13,7 @@ namespace turbodecode::cuda::decode {
 
 // Chunks merged in one first-level group (chunk_merge.cuh): chunk j of a row belongs to group
 // j / kMergeGroup, so a row's merge tree depends only on its own positions.
-inline constexpr int kMergeGroup = 16;
+inline constexpr int kMergeGroup = 32;
 
 // One side (K or V) of the cache. Rows are addressed as (page, KV head, row in page): a
 // contiguous cache is the paged layout with one page per slot.

@@ -136,8 +136,10 @@ struct DecodeShape {
   // fragments need more than 136).
   TD_HOST_DEVICE_CONSTEXPR int resident_blocks() const {
     const int by_shared = blocks_per_sm_by_shared(shared_bytes);
-    const int by_registers = head_dim == 512 && columns == 8 ? 2 : 3;
-    return by_shared < by_registers ? by_shared : by_registers;
+    return by_shared < register_blocks() ? by_shared : register_blocks();
+  }
+  TD_HOST_DEVICE_CONSTEXPR int register_blocks() const {
+    return head_dim == 512 && columns == 8 ? 2 : kTargetBlocksPerSm;
   }
 
   // Elements of a lane group's run in the tensor-core value pass (values.cuh): row g of mma
@@ -187,16 +189,16 @@ struct DecodeShape {
     return best;
   }
 
-  // Three stages where kTargetBlocksPerSm blocks fit with them, else two (the copies then
+  // Three stages where the blocks registers allow fit with them, else two (the copies then
   // have one tile in flight while one is consumed), and the 8-bit V lane table halved where
   // that keeps a block.
   TD_HOST_DEVICE_CONSTEXPR void choose_stages() {
     stages = 3;
     lay_out();
-    if (blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) return;
+    if (blocks_per_sm_by_shared(shared_bytes) >= register_blocks()) return;
     stages = 2;
     lay_out();
-    if (blocks_per_sm_by_shared(shared_bytes) >= kTargetBlocksPerSm) return;
+    if (blocks_per_sm_by_shared(shared_bytes) >= register_blocks()) return;
     if (v_table_entries == 256) {
       v_table_copies = 16;
       lay_out();

@@ -188,11 +188,9 @@ __device__ __forceinline__ int run_items(const DecodeParams& p, int run) {
   return items;
 }
 
-// By one whole warp: the total number of items, and where item `target` lies. Lanes take
-// runs 32 at a time; an inclusive warp scan of their item counts finds the run.
+// Where item `target` lies (run = n_runs when target is past the last item).
 struct WorkStart {
-  std::int64_t total;
-  int run, part, item;  // of item `target` (run = n_runs when target >= total)
+  int run, part, item;
 };
 
 __device__ __forceinline__ std::int64_t count_items(const DecodeParams& p) {
@@ -228,12 +226,52 @@ __device__ __forceinline__ WorkStart locate_item(const DecodeParams& p, std::int
       const int found = first + source;
       const int offset = static_cast<int>(target - before);
       const int part0 = describe_part(p, found, 0).items;
-      if (offset < part0) return {0, found, 0, offset};
-      return {0, found, 1, offset - part0};
+      if (offset < part0) return {found, 0, offset};
+      return {found, 1, offset - part0};
     }
     base += __shfl_sync(0xffffffffu, inclusive, 31);
   }
-  return {base, p.n_runs, 0, 0};
+  return {p.n_runs, 0, 0};
+}
+
+// A block's share of the work list: items [total · block / blocks, total · (block + 1) /
+// blocks), by one whole warp. Lanes take runs 32 at a time (two passes: the total, then the
+// start; one when every run fits in one pass).
+struct WorkShare {
+  WorkStart start;
+  int count;
+};
+
+__device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
+                                                 unsigned blocks) {
+  if (p.n_runs > 32) {
+    const std::int64_t total = count_items(p);
+    const std::int64_t begin = total * block / blocks;
+    const std::int64_t end = total * (block + 1) / blocks;
+    if (begin == end) return {{p.n_runs, 0, 0}, 0};
+    return {locate_item(p, begin), static_cast<int>(end - begin)};
+  }
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int part0 = lane < p.n_runs ? describe_part(p, lane, 0).items : 0;
+  const int part1 = lane < p.n_runs && p.parts_per_run > 1 ? describe_part(p, lane, 1).items : 0;
+  int inclusive = part0 + part1;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  const std::int64_t total = __shfl_sync(0xffffffffu, inclusive, 31);
+  const std::int64_t begin = total * block / blocks;
+  const std::int64_t end = total * (block + 1) / blocks;
+  const unsigned hit = __ballot_sync(0xffffffffu, lane < p.n_runs && begin < inclusive);
+  if (begin == end || hit == 0) return {{p.n_runs, 0, 0}, 0};
+  const int source = __ffs(hit) - 1;
+  const int offset = static_cast<int>(begin) - __shfl_sync(0xffffffffu, inclusive - part0 - part1,
+                                                           source);
+  const int source_part0 = __shfl_sync(0xffffffffu, part0, source);
+  const WorkStart start = offset < source_part0 ? WorkStart{source, 0, offset}
+                                                : WorkStart{source, 1, offset - source_part0};
+  return {start, static_cast<int>(end - begin)};
 }
 
 }  // namespace turbodecode::cuda::decode
