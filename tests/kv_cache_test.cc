@@ -194,7 +194,7 @@ TEST(KvCache, BytesPerPositionMatchesSpec) {
   EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::tq8, RowFormat::tq8)), 520);
   EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::f16, RowFormat::tq4)), 644);
   EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::f16, RowFormat::tq8)), 1024 + 512 + 8);
-  EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::tq4, RowFormat::tq6)), 256 + 8 + 512 + 8);
+  EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::tq4, RowFormat::tq6)), 256 + 8 + 384 + 8);
 }
 
 TEST(KvCache, ViewsHaveDocumentedShapesAndStartZeroed) {
@@ -203,7 +203,7 @@ TEST(KvCache, ViewsHaveDocumentedShapesAndStartZeroed) {
     const KvCache cache(c);
     const KvCacheView& v = cache.view();
     EXPECT_EQ(v.k.dtype, DType::u8);
-    EXPECT_EQ(v.k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d}));
+    EXPECT_EQ(v.k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d * 5 / 8}));
     EXPECT_EQ(v.v.shape, (std::array<std::int64_t, 4>{3, 2, 5, d / 2}));
     EXPECT_EQ(v.v_norms.shape, (std::array<std::int64_t, 4>{3, 2, 5, d / 256}));
     EXPECT_EQ(v.k_norms.dtype, DType::f32);
