@@ -1,6 +1,7 @@
 #include "reference/fp8_oracle.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -11,13 +12,23 @@ namespace {
 constexpr int kSignBit = 0x80;
 constexpr int kLargestFiniteCode = 0x7e;
 
+// The values of the non-negative finite codes, ascending with the code.
+const std::array<double, kLargestFiniteCode + 1>& magnitudes() {
+  static const auto table = [] {
+    std::array<double, kLargestFiniteCode + 1> values{};
+    for (int code = 0; code <= kLargestFiniteCode; ++code) values[code] = fp8_value(code);
+    return values;
+  }();
+  return table;
+}
+
 // Code of the E4M3 value nearest |q| (q finite), ties to the even code, saturated at 448.
 int nearest_magnitude_code(double magnitude) {
   magnitude = std::min(magnitude, kFp8MaxFinite);
   int best = 0;
   double best_distance = std::numeric_limits<double>::infinity();
   for (int code = 0; code <= kLargestFiniteCode; ++code) {
-    const double distance = std::abs(fp8_value(code) - magnitude);
+    const double distance = std::abs(magnitudes()[code] - magnitude);
     if (distance < best_distance || (distance == best_distance && code % 2 == 0)) {
       best_distance = distance;
       best = code;
@@ -68,7 +79,7 @@ double fp8_boundary_distance(double q) {
   const double magnitude = std::abs(q);
   double nearest = std::numeric_limits<double>::infinity();
   for (int code = 0; code < kLargestFiniteCode; ++code) {
-    const double midpoint = (fp8_value(code) + fp8_value(code + 1)) / 2.0;
+    const double midpoint = (magnitudes()[code] + magnitudes()[code + 1]) / 2.0;
     nearest = std::min(nearest, std::abs(magnitude - midpoint));
   }
   return magnitude > 0.0 ? nearest / magnitude : nearest;
