@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "attention/chunks.h"
 #include "attention/split_policy.h"
@@ -169,6 +170,11 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
               "above 1 is not supported by the CUDA backend yet");
     check_arg(cache.page_size == 0, "page_size",
               "paged caches are not supported by the CUDA decode backend yet");
+    for (const auto& [format, name] :
+         {std::pair{cache.k_format, "k_format"}, std::pair{cache.v_format, "v_format"}}) {
+      check_arg(format != RowFormat::fp8 && format != RowFormat::tq3, name,
+                std::string(format_name(format)) + " rows are not read by the CUDA backend yet");
+    }
     policy = cuda::choose_split_policy(plan);
   }
 #endif
