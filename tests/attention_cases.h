@@ -25,6 +25,7 @@ void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value 
       for (std::int64_t i = 0; i < n; ++i) data[i] = f16_value();
       return;
     }
+    // Every bit of a TQ row belongs to a code (SPEC §1.5): any byte is a valid one.
     auto* codes = rows.as<std::uint8_t>();
     for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & 0xff);
     if (format == RowFormat::fp8) {

@@ -372,5 +372,109 @@ TEST(DecodeAttention, RunRejectsBadInputsAndWritesNothing) {
   EXPECT_TRUE(three.out_untouched());
 }
 
+TEST(DecodeAttention, PlanRejectsBadRunsAndChunks) {
+  const KvCacheConfig linear{
+      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
+  KvCacheConfig ring = linear;
+  ring.kind = LayerKind::ring;
+  DecodeOptions good;
+  good.n_heads = 4;
+  DecodeOptions ring_draft = good;
+  ring_draft.mask = MaskKind::sliding_ring;
+  ring_draft.sliding_window = 126;
+  ring_draft.query_tokens = 3;  // capacity 128 = 126 + 3 − 1: just enough
+  const auto with = [](DecodeOptions o, auto change) {
+    change(o);
+    return o;
+  };
+  for (int bad : {0, -1, kMaxQueryTokens + 1}) {
+    expect_rejected("options.query_tokens", [&] {
+      plan_decode(linear, with(good, [&](auto& o) { o.query_tokens = bad; }), 16);
+    });
+  }
+  EXPECT_NO_THROW(plan_decode(ring, ring_draft, 3));
+  expect_rejected("options.query_tokens", [&] {
+    plan_decode(ring, with(ring_draft, [](auto& o) { o.query_tokens = 4; }), 4);
+  });
+  expect_rejected("options.query_tokens", [&] {
+    plan_decode(ring, with(ring_draft, [](auto& o) { o.sliding_window = 0; }), 3);
+  });
+  expect_rejected("max_queries", [&] { plan_decode(ring, ring_draft, 2); });
+  for (std::int64_t bad : {-32, 33, 16}) {
+    expect_rejected("options.fixed_chunk_positions", [&] {
+      plan_decode(linear, with(good, [&](auto& o) { o.fixed_chunk_positions = bad; }), 1);
+    });
+  }
+  KvCacheConfig long_cache = linear;
+  long_cache.capacity = 200000;  // 6251 chunks of 32 at worst
+  expect_rejected("options.fixed_chunk_positions", [&] {
+    plan_decode(long_cache, with(good, [](auto& o) { o.fixed_chunk_positions = 32; }), 1);
+  });
+
+  // The automatic policy: 512 positions per chunk until a row would need more than 17 chunks.
+  const DecodePlan automatic = plan_decode(long_cache, good, 1);
+  EXPECT_EQ(automatic.max_chunks, 17);
+  EXPECT_EQ(automatic.chunk_positions(1), 512);
+  EXPECT_EQ(automatic.chunk_positions(8192), 512);
+  EXPECT_EQ(automatic.chunk_positions(8193), 1024);
+  EXPECT_EQ(automatic.chunk_positions(200000), 16384);
+  const DecodePlan fixed =
+      plan_decode(linear, with(good, [](auto& o) { o.fixed_chunk_positions = 64; }), 1);
+  EXPECT_EQ(fixed.chunk_positions(100), 64);
+  EXPECT_EQ(fixed.max_chunks, 3);  // 128 positions starting mid-chunk
+}
+
+TEST(DecodeAttention, RunRejectsBadRunsAndLseAndWritesNothing) {
+  const KvCacheConfig config{
+      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq4, 1.0f, Device::cpu};
+  KvCache cache(config);
+  fill_random(cache.view(), fresh_seed());
+  DecodeOptions options;
+  options.n_heads = 4;
+  options.query_tokens = 2;
+  const DecodePlan plan = plan_decode(config, options, 4);
+  const DecodeCall call(plan, {1, 1, 0, 0}, {5, 6, 126, 127}, fresh_seed());
+  struct Args {
+    TensorView q, slot_ids, seq_pos, out, lse;
+  };
+  const Args good{call.q(), call.slot_ids(), call.seq_pos(), call.out(), call.lse()};
+  const auto run_with = [&](const std::string& argument, auto change) {
+    Args a = good;
+    change(a);
+    expect_rejected(argument, [&] {
+      run_decode(plan, cache.view(), a.q, a.slot_ids, a.seq_pos, a.out, a.lse, call.workspace());
+    });
+    EXPECT_TRUE(call.out_untouched()) << argument;
+  };
+  std::vector<std::int32_t> split_run = {1, 0, 0, 0}, gap = {5, 7, 126, 127},
+                            backwards = {6, 5, 126, 127};
+  const Buffer split_buffer = testing::to_device(Device::cpu, split_run);
+  const Buffer gap_buffer = testing::to_device(Device::cpu, gap);
+  const Buffer backwards_buffer = testing::to_device(Device::cpu, backwards);
+  run_with("slot_ids", [&](Args& a) { a.slot_ids = split_buffer.view(DType::i32, {4}); });
+  run_with("seq_pos", [&](Args& a) { a.seq_pos = gap_buffer.view(DType::i32, {4}); });
+  run_with("seq_pos", [&](Args& a) { a.seq_pos = backwards_buffer.view(DType::i32, {4}); });
+  run_with("q", [&](Args& a) {  // three rows: not whole runs
+    a.q = a.q.slice(0, 0, 3);
+    a.out = a.out.slice(0, 0, 3);
+    a.lse = a.lse.slice(0, 0, 3);
+    a.slot_ids = a.slot_ids.slice(0, 0, 3);
+    a.seq_pos = a.seq_pos.slice(0, 0, 3);
+  });
+  run_with("lse", [&](Args& a) { a.lse.dtype = DType::f16; });
+  run_with("lse", [&](Args& a) { a.lse.shape[1] = 2; });
+  run_with("lse", [&](Args& a) { a.lse.strides[1] = 2; });
+  run_with("lse", [&](Args& a) { a.lse.data = a.q.data; });
+  run_with("lse", [&](Args& a) { a.lse.data = a.out.data; });
+  run_with("lse", [&](Args& a) { a.lse.data = call.workspace().data; });
+
+  // The good call runs, and writes lse.
+  run_decode(plan, cache.view(), good.q, good.slot_ids, good.seq_pos, good.out, good.lse,
+             call.workspace());
+  for (std::int64_t i = 0; i < 4; ++i) {
+    for (float x : call.lse_values(i)) EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
 }  // namespace
 }  // namespace turbodecode

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "attention/chunks.h"
 #include "attention/workspace.h"
@@ -81,6 +82,12 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
       check_arg(false, "options.mask", "must be causal, sliding_ring or sliding_linear");
   }
   check_arg(options.sliding_window >= 0, "options.sliding_window", "must be >= 0");
+  // The formats the scores read on both backends (the CUDA kernel has tensor-core tiles for
+  // these; narrower TQ codes would cost K too much fidelity to be worth a tile of their own).
+  check_arg(cache.k_format == RowFormat::f16 || cache.k_format == RowFormat::fp8 ||
+                cache.k_format == RowFormat::tq4 || cache.k_format == RowFormat::tq8,
+            "k_format", std::string("decode attention reads K as f16, fp8, tq4 or tq8, not ") +
+                            format_name(cache.k_format));
   check_arg(std::isfinite(options.scale) && options.scale >= 0.0f, "options.scale",
             "must be finite and >= 0 (0 means 1/sqrt(D))");
   check_arg(std::isfinite(options.softcap) && options.softcap >= 0.0f, "options.softcap",

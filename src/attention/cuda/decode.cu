@@ -154,9 +154,6 @@ attention::ChunkLimits chunk_limits(int head_dim) {
 }
 
 void plan_decode(DecodePlan& plan) {
-  check_arg(plan.cache.k_format == RowFormat::f16 || plan.cache.k_format == RowFormat::fp8 ||
-                plan.cache.k_format == RowFormat::tq4 || plan.cache.k_format == RowFormat::tq8,
-            "k_format", "the CUDA backend reads K as f16, fp8, tq4 or tq8");
   const decode::DecodeKernel kernel = kernel_of(plan);
   int resident = 0;
   TD_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
