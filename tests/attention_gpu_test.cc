@@ -225,19 +225,26 @@ TEST(AttentionGpu, RowsAreBitwiseTheSameAloneInRunsAndInBatches) {
   for (const int head_dim : {256, 512}) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("D=" + std::to_string(head_dim) + " seed=" + std::to_string(seed));
-    const KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, head_dim, 16);
+    // The automatic chunk size doubles past 8192 visible positions at D 256 (128-position
+    // chunks, at most 65) and past 32768 at D 512 (256, at most 129): the second run straddles
+    // that, so its rows are served in two parts.
+    const std::int32_t doubling = head_dim == 256 ? 8192 : 32768;
+    KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, head_dim, 16);
+    config.capacity = doubling + 64;
+    config.pages = testing::pages_needed(config, 3);
     const MirroredCache cache(config, seed, 3);
     DecodeOptions options;
     options.n_heads = 4;
     const int tokens = 4;
-    // Runs ending at chunk and tile edges; the second run straddles the chunk-size doubling of
-    // the automatic policy (8192 / 64 + … at D 256), the third starts a slot at position 0.
+    // Runs ending at chunk and tile edges, across the doubling, and from position 0.
     const std::vector<std::int32_t> slots = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
-    const std::vector<std::int32_t> positions = {125, 126, 127, 128, 5998, 5999, 6000, 6001,
-                                                 0,   1,   2,   3,   2044, 2045, 2046, 2047};
+    const std::vector<std::int32_t> positions = {
+        125, 126, 127, 128, doubling - 2, doubling - 1, doubling, doubling + 1,
+        0,   1,   2,   3,   2044,         2045,         2046,     2047};
     options.query_tokens = tokens;
     const auto n = static_cast<std::int64_t>(slots.size());
     const DecodePlan plan = plan_decode(on_device(config, Device::cuda), options, n);
+    ASSERT_LT(plan.chunk_positions(doubling), plan.chunk_positions(doubling + 1));
     const std::int64_t row = options.n_heads * head_dim;
     const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row), seed);
     DeviceCall batch(plan, q, slots, positions);
