@@ -225,7 +225,7 @@ TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
     const DecodeCall call(plan, slots, mc.positions, seed + 1, mc.row_padding);
     call.run(plan, cache.view());
     const std::vector<double> expected =
-        oracle::decode_attention(cache.view(), options, call.q_values, slots, mc.positions);
+        oracle::decode_attention(cache.view(), options, call.q_values, slots, mc.positions).out;
     const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
     for (std::int64_t i = 0; i < call.n; ++i) {
       const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
