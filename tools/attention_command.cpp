@@ -254,7 +254,7 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   StepResult result{out.to_host_values<float>(), {}, {}};
   // The exact reference is in the original basis; compare a rotated result after undoing R_D.
   std::vector<float> comparable = result.out;
-  if (options.rotated_output && is_quantized(config.v_format)) {
+  if (options.rotated_output && is_turboquant(config.v_format)) {
     const TensorView rows =
         TensorView::contiguous(comparable.data(), DType::f32, {in.n * in.n_heads, in.head_dim});
     unrotate_rows(in.head_dim, rows, rows);
@@ -357,9 +357,15 @@ void add_tensor_flags(CLI::App& command, AttentionOptions& options) {
 }
 
 void add_layer_flags(CLI::App& command, AttentionOptions& options) {
-  command.add_option("--v-format", options.v_format, "V format: tq4, tq5, tq6, tq8 or f16")
+  command
+      .add_option("--v-format", options.v_format,
+                  "V format: f16, fp8, tq3, tq4, tq5, tq6 or tq8 (decode of fp8 and tq3 rows is "
+                  "not supported by this build yet)")
       ->capture_default_str();
-  command.add_option("--k-format", options.k_format, "K format: f16 or tq4..tq8")
+  command
+      .add_option("--k-format", options.k_format,
+                  "K format: f16, fp8 or tq3..tq8 (decode of fp8 and tq3 rows is not supported "
+                  "by this build yet)")
       ->capture_default_str();
   command.add_option("--layer", options.layer, "Cache addressing: linear or ring")
       ->check(CLI::IsMember({"linear", "ring"}))
