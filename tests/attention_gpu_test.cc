@@ -162,9 +162,10 @@ double check_case(const testing::DecodeCase& dc, std::uint64_t seed) {
       testing::gaussian(static_cast<std::size_t>(dc.slots.size()) * row, seed + 1);
   DeviceCall call(plan, q, dc.slots, dc.positions, dc.row_padding);
   call.run(plan, cache.device_view());
-  std::vector<double> lse;
-  const std::vector<double> expected =
-      oracle::decode_attention(cache.host_view(), dc.options, q, dc.slots, dc.positions, &lse);
+  const oracle::DecodeResult reference =
+      oracle::decode_attention(cache.host_view(), dc.options, q, dc.slots, dc.positions);
+  const std::vector<double>& expected = reference.out;
+  const std::vector<double>& lse = reference.lse;
   double worst = 0.0;
   for (std::int64_t i = 0; i < call.n; ++i) {
     const double error = testing::relative_l2(call.output(i), slice(expected, i, row));
@@ -249,9 +250,8 @@ TEST(AttentionGpu, RowsAreBitwiseTheSameAloneInRunsAndInBatches) {
     const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row), seed);
     DeviceCall batch(plan, q, slots, positions);
     batch.run(plan, cache.device_view());
-    std::vector<double> lse;
     const std::vector<double> expected =
-        oracle::decode_attention(cache.host_view(), options, q, slots, positions, &lse);
+        oracle::decode_attention(cache.host_view(), options, q, slots, positions).out;
     DeviceCall again(plan, q, slots, positions);
     again.run(plan, cache.device_view());
     DecodeOptions single = options;
@@ -330,7 +330,7 @@ TEST(AttentionGpu, ManyChunksMergeInTwoLevelsAndPagingChangesNoBit) {
     DeviceCall contiguous_call(contiguous_plan, q, slots, positions);
     contiguous_call.run(contiguous_plan, contiguous_cache.device_view());
     const std::vector<double> expected =
-        oracle::decode_attention(paged_cache.host_view(), options, q, slots, positions);
+        oracle::decode_attention(paged_cache.host_view(), options, q, slots, positions).out;
     for (std::int64_t i = 0; i < 4; ++i) {
       EXPECT_LE(testing::relative_l2(paged_call.output(i), slice(expected, i, row)), kTolerance);
       EXPECT_EQ(paged_call.output(i), contiguous_call.output(i)) << "row " << i;
@@ -381,7 +381,7 @@ TEST(AttentionGpu, GraphReplayFollowsGrowingLengthsAndTables) {
     eager.run(plan, cache.device_view());
     const KvCacheView host = cache.host.view(TensorView::contiguous(
         table.data(), DType::i32, {config.slots, pages_per_slot(config)}));
-    const std::vector<double> expected = oracle::decode_attention(host, options, q, slots, now);
+    const std::vector<double> expected = oracle::decode_attention(host, options, q, slots, now).out;
     for (std::int64_t i = 0; i < 4; ++i) {
       EXPECT_EQ(call.output(i), eager.output(i)) << "step " << step << " row " << i;
       EXPECT_LE(testing::relative_l2(call.output(i), slice(expected, i, row)), kTolerance)

@@ -53,9 +53,10 @@ TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
         plan_decode(dc.cache, dc.options, static_cast<std::int64_t>(dc.slots.size()));
     const DecodeCall call(plan, dc.slots, dc.positions, seed + 1, dc.row_padding);
     call.run_with_lse(plan, cache.view());
-    std::vector<double> lse;
-    const std::vector<double> expected = oracle::decode_attention(
-        cache.view(), dc.options, call.q_values, dc.slots, dc.positions, &lse);
+    const oracle::DecodeResult result = oracle::decode_attention(
+        cache.view(), dc.options, call.q_values, dc.slots, dc.positions);
+    const std::vector<double>& expected = result.out;
+    const std::vector<double>& lse = result.lse;
     const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
     for (std::int64_t i = 0; i < call.n; ++i) {
       const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),

@@ -387,7 +387,7 @@ void add_tensor_flags(CLI::App& command, AttentionOptions& options) {
 void add_layer_flags(CLI::App& command, AttentionOptions& options) {
   command.add_option("--v-format", options.v_format, "V format: f16, fp8 or tq3..tq8")
       ->capture_default_str();
-  command.add_option("--k-format", options.k_format, "K format: f16, fp8 or tq3..tq8")
+  command.add_option("--k-format", options.k_format, "K format: f16, fp8, tq4 or tq8")
       ->capture_default_str();
   command.add_option("--layer", options.layer, "Cache addressing: linear or ring")
       ->check(CLI::IsMember({"linear", "ring"}))
