@@ -477,5 +477,36 @@ TEST(DecodeAttention, RunRejectsBadRunsAndLseAndWritesNothing) {
   }
 }
 
+// A paged cache's block-table entries that hold rows a query sees must name pages of the cache
+// (SPEC §7.1); entries of rows nobody sees are not read.
+TEST(DecodeAttention, RunRejectsBlockTableEntriesNamingNoPageAndWritesNothing) {
+  KvCacheConfig config{
+      2, 1, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
+  config.page_size = 16;
+  config.pages = 16;
+  KvCache cache(config);
+  fill_random(cache.view(), fresh_seed());
+  DecodeOptions options;
+  options.n_heads = 2;
+  const DecodePlan plan = plan_decode(config, options, 2);
+  const DecodeCall call(plan, {0, 1}, {20, 40}, fresh_seed());
+  std::vector<std::int32_t> table(16);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  const auto run_with = [&](std::int32_t entry, std::int32_t value) {
+    std::vector<std::int32_t> bad = table;
+    bad[static_cast<std::size_t>(entry)] = value;
+    const KvCacheView view =
+        cache.view(TensorView::contiguous(bad.data(), DType::i32, {2, 8}));
+    run_decode(plan, view, call.q(), call.slot_ids(), call.seq_pos(), call.out(), call.lse(),
+               call.workspace());
+  };
+  for (std::int32_t value : {-1, 16}) {
+    expect_rejected("cache.block_table", [&] { run_with(8 + 2, value); });  // slot 1, rows 32-47
+    EXPECT_TRUE(call.out_untouched());
+  }
+  run_with(8 + 3, -1);  // slot 1's rows 48-63: beyond position 40, never read
+  EXPECT_FALSE(call.out_untouched());
+}
+
 }  // namespace
 }  // namespace turbodecode

@@ -1,5 +1,6 @@
 #include "attention/validate_decode.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -64,12 +65,44 @@ void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
   }
 }
 
-void check_index_values(const DecodePlan& plan, const TensorView& slot_ids,
-                        const TensorView& seq_pos, Stream stream) {
+// Paged caches: the block-table entries holding the rows the queries see name pages of the
+// cache (a slot's rows 0 … min(position + 1, capacity) − 1, the ring's whole span once it wraps).
+void check_block_table(const KvCacheConfig& c, const TensorView& table,
+                       const std::vector<std::int32_t>& slots,
+                       const std::vector<std::int32_t>& positions, Stream stream) {
+  std::vector<std::int64_t> rows_of_slot(static_cast<std::size_t>(c.slots), 0);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    auto& rows = rows_of_slot[static_cast<std::size_t>(slots[i])];
+    rows = std::max<std::int64_t>(rows, std::min<std::int64_t>(positions[i] + 1, c.capacity));
+  }
+  std::vector<std::int64_t> offsets, entries;
+  for (std::int64_t s = 0; s < c.slots; ++s) {
+    const std::int64_t pages = (rows_of_slot[static_cast<std::size_t>(s)] + c.page_size - 1) /
+                               c.page_size;
+    for (std::int64_t j = 0; j < pages; ++j) {
+      offsets.push_back(s * table.strides[0] + j * table.strides[1]);
+      entries.push_back(s * pages_per_slot(c) + j);
+    }
+  }
+  const std::vector<std::int32_t> pages = read_elements_to_host(table, offsets, stream);
+  for (std::size_t k = 0; k < pages.size(); ++k) {
+    check_arg(pages[k] >= 0 && pages[k] < c.pages, "cache.block_table",
+              "entry [" + std::to_string(entries[k] / pages_per_slot(c)) + ", " +
+                  std::to_string(entries[k] % pages_per_slot(c)) + "] is " +
+                  std::to_string(pages[k]) + ", must name a page in [0, " +
+                  std::to_string(c.pages) + ")");
+  }
+}
+
+void check_index_values(const DecodePlan& plan, const KvCacheView& cache,
+                        const TensorView& slot_ids, const TensorView& seq_pos, Stream stream) {
   const std::vector<std::int32_t> slots = read_indices_to_host(slot_ids, stream);
   const std::vector<std::int32_t> positions = read_indices_to_host(seq_pos, stream);
   check_entries(plan.cache, slots, positions);
   check_runs(plan.options.query_tokens, slots, positions);
+  if (plan.cache.page_size > 0) {
+    check_block_table(plan.cache, cache.block_table, slots, positions, stream);
+  }
 }
 
 }  // namespace
@@ -122,7 +155,7 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   }
 
   if (device == Device::cuda && cuda::is_capturing(stream)) return;
-  check_index_values(plan, slot_ids, seq_pos, stream);
+  check_index_values(plan, cache, slot_ids, seq_pos, stream);
 }
 
 }  // namespace turbodecode::attention
