@@ -96,8 +96,27 @@ std::vector<double> tq_decode(int head_dim, int bits, double scale_factor_d512,
 
 std::vector<int> tq_unpack_codes(int head_dim, int bits, const std::uint8_t* bytes) {
   std::vector<int> codes(static_cast<std::size_t>(head_dim));
-  for (int j = 0; j < head_dim; ++j) {
-    codes[j] = bits == 4 ? (j % 2 == 0 ? bytes[j / 2] % 16 : bytes[j / 2] / 16) : bytes[j];
+  if (bits == 8) {
+    for (int j = 0; j < head_dim; ++j) codes[j] = bytes[j];
+    return codes;
+  }
+  if (bits == 4) {
+    for (int j = 0; j < head_dim; ++j)
+      codes[j] = j % 2 == 0 ? bytes[j / 2] % 16 : bytes[j / 2] / 16;
+    return codes;
+  }
+  // SPEC §1.5: a group of g codes fills n bytes, read as one little-endian integer; code i of
+  // the group is its bits [b·i, b·i + b).
+  const int group_codes = bits == 6 ? 4 : 8;
+  const int group_bytes = bits * group_codes / 8;
+  for (int group = 0; group < head_dim / group_codes; ++group) {
+    std::uint64_t value = 0;
+    for (int k = 0; k < group_bytes; ++k) {
+      value += static_cast<std::uint64_t>(bytes[group * group_bytes + k]) << (8 * k);
+    }
+    for (int i = 0; i < group_codes; ++i) {
+      codes[group * group_codes + i] = static_cast<int>((value >> (bits * i)) % (1u << bits));
+    }
   }
   return codes;
 }

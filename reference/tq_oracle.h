@@ -25,8 +25,8 @@ TqEncodedRow tq_encode(int head_dim, int bits, double scale_factor_d512, std::sp
 std::vector<double> tq_decode(int head_dim, int bits, double scale_factor_d512,
                               std::span<const int> codes, std::span<const double> norms);
 
-// Codes of one stored row: one byte per code, or two per byte for 4 bits (even element in the
-// low nibble).
+// Codes of one stored row (SPEC §1.2, §1.5): one byte per code for 8 bits, two per byte for 4
+// bits (even element in the low nibble), little-endian groups for 3, 5 and 6 bits.
 std::vector<int> tq_unpack_codes(int head_dim, int bits, const std::uint8_t* bytes);
 // An f32 encoder's u differs from this oracle's by rounding: measured up to 1.7e-6 on N(0,1)
 // and outlier rows of both D. Codes may differ by one where u is this close to a boundary.

@@ -23,10 +23,9 @@ void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value 
       for (std::int64_t i = 0; i < n; ++i) data[i] = f16_value();
       return;
     }
-    const int bits = format_bits(format);
-    const std::uint64_t mask = bits == 4 ? 0xff : (1u << bits) - 1;
+    // Every bit of a TQ row belongs to a code (SPEC §1.5): any byte is a valid one.
     auto* codes = rows.as<std::uint8_t>();
-    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & mask);
+    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng());
     std::uniform_real_distribution<float> norm(c.head_dim == 256 ? 8.0f : 0.5f,
                                                c.head_dim == 256 ? 24.0f : 1.5f);
     auto* values = norms.as<float>();

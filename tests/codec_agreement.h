@@ -1,7 +1,7 @@
-// How closely two TurboQuant-HB encoders must agree (SPEC §5): identical codes except that at
-// most 0.1% may differ by ±1 (u within 1e-6 of a boundary), norms within 1e-6 relative. Shared
-// by the GPU tests that compare the CUDA encoder with the CPU one; with the round-trip quality
-// every backend's encoder must meet.
+// How closely two row encoders must agree (SPEC §5): identical TurboQuant-HB codes except that
+// at most 0.1% may differ by ±1 (u within 1e-6 of a boundary), identical FP8 codes, norms and
+// scales within 1e-6 relative. Shared by the GPU tests that compare the CUDA encoder with the
+// CPU one; with the round-trip quality every backend's encoder must meet.
 #pragma once
 
 #include <cmath>
@@ -25,20 +25,29 @@ struct CodeAgreement {
   }
 };
 
-// Adds the codes of one stored row (`bytes` bytes; two codes per byte when bits == 4).
+// Code e of a stored row: SPEC §1.2/§1.5 layouts are all the little-endian bit stream with code e
+// at bits [b·e, b·e + b).
+inline int stored_code(const std::uint8_t* row, int bits, std::int64_t e) {
+  int code = 0;
+  for (int k = 0; k < bits; ++k) {
+    const std::int64_t bit = bits * e + k;
+    code |= ((row[bit / 8] >> (bit % 8)) & 1) << k;
+  }
+  return code;
+}
+
+// Adds the codes of one stored row of `bytes` bytes in `format`: TQ codes may differ by ±1, FP8
+// codes (bytes) count as beyond one whenever they differ.
 inline void compare_code_row(const std::uint8_t* a, const std::uint8_t* b, std::int64_t bytes,
-                             int bits, CodeAgreement& agreement) {
-  const int per_byte = bits == 4 ? 2 : 1;
-  for (std::int64_t i = 0; i < bytes; ++i) {
-    for (int half = 0; half < per_byte; ++half) {
-      const int shift = 4 * half;
-      const int mask = bits == 4 ? 0x0f : 0xff;
-      const int code_a = (a[i] >> shift) & mask;
-      const int code_b = (b[i] >> shift) & mask;
-      ++agreement.elements;
-      if (code_a != code_b) ++agreement.differing;
-      if (std::abs(code_a - code_b) > 1) ++agreement.beyond_one;
-    }
+                             RowFormat format, CodeAgreement& agreement) {
+  const int bits = format_bits(format);
+  const int allowed = is_turboquant(format) ? 1 : 0;
+  for (std::int64_t e = 0; e < bytes * 8 / bits; ++e) {
+    const int code_a = stored_code(a, bits, e);
+    const int code_b = stored_code(b, bits, e);
+    ++agreement.elements;
+    if (code_a != code_b) ++agreement.differing;
+    if (std::abs(code_a - code_b) > allowed) ++agreement.beyond_one;
   }
 }
 
@@ -58,8 +67,12 @@ inline double min_round_trip_cosine(RowFormat format) {
       return 0.999;
     case RowFormat::tq5:
       return 0.998;
-    default:
+    case RowFormat::tq4:
       return 0.99;
+    case RowFormat::tq3:
+      return 0.98;
+    default:  // fp8: 3 mantissa bits, about 2% relative error per element
+      return 0.999;
   }
 }
 

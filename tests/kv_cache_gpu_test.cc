@@ -64,18 +64,18 @@ enum class PartKind { f16_rows, codes, norms };
 struct CachePart {
   TensorView view;
   PartKind kind;
-  int bits;
+  RowFormat format;
 };
 
 std::vector<CachePart> parts_of(const KvCacheView& cache) {
   std::vector<CachePart> parts;
   const auto add = [&](const TensorView& rows, const TensorView& norms, RowFormat format) {
     if (!is_quantized(format)) {
-      parts.push_back({rows, PartKind::f16_rows, 16});
+      parts.push_back({rows, PartKind::f16_rows, format});
       return;
     }
-    parts.push_back({rows, PartKind::codes, format_bits(format)});
-    parts.push_back({norms, PartKind::norms, 32});
+    parts.push_back({rows, PartKind::codes, format});
+    parts.push_back({norms, PartKind::norms, format});
   };
   add(cache.k, cache.k_norms, cache.config.k_format);
   add(cache.v, cache.v_norms, cache.config.v_format);
@@ -207,7 +207,7 @@ void expect_cache_matches(const KvCacheView& cpu, const KvCacheView& gpu,
         other_rows_changed += std::memcmp(g, background[p].data() + i * row_bytes,
                                           static_cast<std::size_t>(row_bytes)) != 0;
       } else if (part.kind == PartKind::codes) {
-        testing::compare_code_row(w, g, row_bytes, part.bits, codes);
+        testing::compare_code_row(w, g, row_bytes, part.format, codes);
       } else if (part.kind == PartKind::norms) {
         for (std::int64_t k = 0; k < row_bytes / 4; ++k) {
           float a, b;

@@ -1,5 +1,6 @@
-// KV cache layout and append_kv, CPU backend (SPEC §1.3, §7): sizes, rows written (and only
-// those), ring addressing, rejection of bad batches with nothing written.
+// KV cache configuration and layout, CPU backend (SPEC §1.3, §1.5, §1.7, §7): sizes, storage
+// views of contiguous and paged caches, and append_kv's rejection of bad batches, block tables
+// and views with nothing written.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/f16.h"
-#include "reference/tq_oracle.h"
+#include "cache_contents.h"
 #include "test_support.h"
 #include "turbodecode/error.h"
 #include "turbodecode/kv_cache.h"
@@ -33,160 +33,17 @@ KvCacheConfig config_of(int head_dim, RowFormat k_format, RowFormat v_format,
   return c;
 }
 
-// The four storage views of a cache, with names for messages.
-std::vector<std::pair<std::string, TensorView>> parts_of(const KvCacheView& v) {
-  return {{"k", v.k}, {"k_norms", v.k_norms}, {"v", v.v}, {"v_norms", v.v_norms}};
+KvCacheConfig paged(KvCacheConfig c, int page_size, std::int64_t pages) {
+  c.page_size = page_size;
+  c.pages = pages;
+  return c;
 }
 
-// Every byte of the cache's storage, part by part.
-std::vector<std::vector<std::uint8_t>> snapshot(const KvCacheView& view) {
-  std::vector<std::vector<std::uint8_t>> bytes;
-  for (const auto& [name, part] : parts_of(view)) {
-    const auto* begin = static_cast<const std::uint8_t*>(part.data);
-    bytes.emplace_back(begin, begin + (part.present() ? part.span_bytes() : 0));
-  }
-  return bytes;
-}
-
-// Random bytes everywhere, so that "unchanged" cannot be mistaken for "still zero".
-void scramble(const KvCacheView& view, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (const auto& [name, part] : parts_of(view)) {
-    auto* bytes = static_cast<std::uint8_t*>(part.data);
-    for (std::int64_t i = 0; part.present() && i < part.span_bytes(); ++i) {
-      bytes[i] = static_cast<std::uint8_t>(rng());
-    }
-  }
-}
-
-// Tokens' rows [n, n_kv_heads, D] stored in `dtype`, and the values the library sees.
-struct TokenRows {
-  std::vector<std::uint8_t> storage;
-  TensorView view;
-  std::vector<double> widened;
-};
-
-TokenRows token_rows(std::int64_t n, int heads, int head_dim, DType dtype, std::uint64_t seed) {
-  const std::vector<float> values =
-      testing::gaussian(static_cast<std::size_t>(n * heads * head_dim), seed, 2.0f);
-  TokenRows t;
-  t.storage.resize(std::max<std::size_t>(1, values.size() * dtype_bytes(dtype)));
-  t.view = TensorView::contiguous(t.storage.data(), dtype, {n, heads, head_dim});
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::f32) {
-      t.view.as<float>()[i] = values[i];
-      t.widened.push_back(values[i]);
-      continue;
-    }
-    const std::uint16_t bits = dtype == DType::f16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
-    t.view.as<std::uint16_t>()[i] = bits;
-    t.widened.push_back(dtype == DType::f16 ? f16_to_f32(bits) : bf16_to_f32(bits));
-  }
-  return t;
-}
-
-struct Batch {
-  std::vector<std::int32_t> slots, positions;
-  TensorView slot_view() { return TensorView::contiguous(slots.data(), DType::i32, {n()}); }
-  TensorView position_view() { return TensorView::contiguous(positions.data(), DType::i32, {n()}); }
-  std::int64_t n() const { return static_cast<std::int64_t>(slots.size()); }
-};
-
-// `n` tokens naming distinct (slot, row) pairs; ring positions are drawn over several laps.
-Batch random_batch(const KvCacheConfig& c, int n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> cells(static_cast<std::size_t>(c.slots * c.capacity));
-  for (std::size_t i = 0; i < cells.size(); ++i) cells[i] = static_cast<std::int64_t>(i);
-  std::shuffle(cells.begin(), cells.end(), rng);
-  Batch batch;
-  for (int i = 0; i < n; ++i) {
-    const std::int64_t lap = c.kind == LayerKind::ring ? static_cast<std::int64_t>(rng() % 4) : 0;
-    batch.slots.push_back(static_cast<std::int32_t>(cells[i] / c.capacity));
-    batch.positions.push_back(static_cast<std::int32_t>(cells[i] % c.capacity + lap * c.capacity));
-  }
-  return batch;
-}
-
-const std::uint8_t* row_bytes_at(const TensorView& part, std::int64_t slot, std::int64_t head,
-                                 std::int64_t row) {
-  return static_cast<const std::uint8_t*>(part.data) +
-         (slot * part.strides[0] + head * part.strides[1] + row * part.strides[2]) *
-             static_cast<std::int64_t>(dtype_bytes(part.dtype));
-}
-
-// One stored row (and its norms) against what the oracle says the input row becomes.
-void expect_stored_row(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
-                       const TensorView& norms, std::int64_t slot, std::int64_t head,
-                       std::int64_t row, const std::vector<double>& x) {
-  const int d = c.head_dim;
-  if (format == RowFormat::f16) {
-    const auto* stored =
-        reinterpret_cast<const std::uint16_t*>(row_bytes_at(rows, slot, head, row));
-    for (int j = 0; j < d; ++j) {
-      ASSERT_EQ(stored[j], f32_to_f16(static_cast<float>(x[j]))) << "f16 element " << j;
-    }
-    return;
-  }
-  const int bits = format_bits(format);
-  const auto want = oracle::tq_encode(d, bits, c.scale_factor_d512, x);
-  const auto got = oracle::tq_unpack_codes(d, bits, row_bytes_at(rows, slot, head, row));
-  const auto* got_norms = reinterpret_cast<const float*>(row_bytes_at(norms, slot, head, row));
-  for (int b = 0; b < norms_per_row(d); ++b) {
-    ASSERT_NEAR(got_norms[b], want.norms[b], 1e-6 * want.norms[b]) << "norm " << b;
-  }
-  for (int j = 0; j < d; ++j) {
-    const bool near_boundary =
-        oracle::tq_boundary_distance(bits, want.scaled[j]) <= oracle::kTqBoundaryTolerance;
-    ASSERT_TRUE(got[j] == want.codes[j] || (near_boundary && std::abs(got[j] - want.codes[j]) == 1))
-        << "code " << j << ": " << got[j] << " vs oracle " << want.codes[j];
-  }
-}
-
-std::int64_t row_of(const KvCacheConfig& c, std::int64_t position) {
-  return c.kind == LayerKind::ring ? position % c.capacity : position;
-}
-
-// Every row either holds its token's K and V, or kept its bytes from `before`.
-void expect_only_batch_rows_written(const KvCache& cache,
-                                    const std::vector<std::vector<std::uint8_t>>& before,
-                                    const Batch& batch, const TokenRows& k, const TokenRows& v) {
-  const KvCacheConfig& c = cache.config();
-  const KvCacheView& view = cache.view();
-  const auto parts = parts_of(view);
-  for (std::int64_t slot = 0; slot < c.slots; ++slot) {
-    for (std::int64_t head = 0; head < c.n_kv_heads; ++head) {
-      for (std::int64_t row = 0; row < c.capacity; ++row) {
-        SCOPED_TRACE("slot " + std::to_string(slot) + " head " + std::to_string(head) + " row " +
-                     std::to_string(row));
-        std::int64_t token = -1;
-        for (std::int64_t i = 0; i < batch.n(); ++i) {
-          if (batch.slots[i] == slot && row_of(c, batch.positions[i]) == row) token = i;
-        }
-        if (token >= 0) {
-          const std::size_t at =
-              static_cast<std::size_t>((token * c.n_kv_heads + head) * c.head_dim);
-          const std::vector<double> k_row(k.widened.begin() + at,
-                                          k.widened.begin() + at + c.head_dim);
-          const std::vector<double> v_row(v.widened.begin() + at,
-                                          v.widened.begin() + at + c.head_dim);
-          expect_stored_row(c, c.k_format, view.k, view.k_norms, slot, head, row, k_row);
-          expect_stored_row(c, c.v_format, view.v, view.v_norms, slot, head, row, v_row);
-          continue;
-        }
-        for (std::size_t p = 0; p < parts.size(); ++p) {
-          const TensorView& part = parts[p].second;
-          if (!part.present()) continue;
-          const std::uint8_t* now = row_bytes_at(part, slot, head, row);
-          const std::uint8_t* was =
-              before[p].data() + (now - static_cast<std::uint8_t*>(part.data));
-          const std::size_t bytes =
-              static_cast<std::size_t>(part.shape[3]) * dtype_bytes(part.dtype);
-          ASSERT_EQ(0, std::memcmp(now, was, bytes)) << parts[p].first << " row changed";
-        }
-      }
-    }
-  }
-}
+using testing::Batch;
+using testing::BlockTable;
+using testing::snapshot;
+using testing::token_rows;
+using testing::TokenRows;
 
 TEST(KvCache, BytesPerPositionMatchesSpec) {
   EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::f16, RowFormat::f16)), 1024);
@@ -194,19 +51,28 @@ TEST(KvCache, BytesPerPositionMatchesSpec) {
   EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::tq8, RowFormat::tq8)), 520);
   EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::f16, RowFormat::tq4)), 644);
   EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::f16, RowFormat::tq8)), 1024 + 512 + 8);
-  EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::tq4, RowFormat::tq6)), 256 + 8 + 512 + 8);
+  EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::tq4, RowFormat::tq6)), 256 + 8 + 384 + 8);
+  // SPEC §1.5, §1.6 at D = 256: tq3 100 B, tq4 132, tq5 164, tq6 196, tq8 260; fp8 260.
+  EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::tq3, RowFormat::tq5)), 100 + 164);
+  EXPECT_EQ(bytes_per_position(config_of(256, RowFormat::fp8, RowFormat::tq6)), 260 + 196);
+  EXPECT_EQ(bytes_per_position(config_of(512, RowFormat::fp8, RowFormat::fp8)), 2 * (512 + 4));
+  // Paging changes where rows live, not their size.
+  EXPECT_EQ(bytes_per_position(paged(config_of(256, RowFormat::tq3, RowFormat::fp8), 16, 4)),
+            100 + 260);
 }
 
-TEST(KvCache, ViewsHaveDocumentedShapesAndStartZeroed) {
+TEST(KvCache, ContiguousViewsHaveDocumentedShapesAndStartZeroed) {
   for (int d : {256, 512}) {
     const KvCacheConfig c = config_of(d, RowFormat::tq5, RowFormat::tq4, LayerKind::ring);
     const KvCache cache(c);
     const KvCacheView& v = cache.view();
     EXPECT_EQ(v.k.dtype, DType::u8);
-    EXPECT_EQ(v.k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d}));
+    EXPECT_EQ(v.k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d * 5 / 8}));
     EXPECT_EQ(v.v.shape, (std::array<std::int64_t, 4>{3, 2, 5, d / 2}));
     EXPECT_EQ(v.v_norms.shape, (std::array<std::int64_t, 4>{3, 2, 5, d / 256}));
     EXPECT_EQ(v.k_norms.dtype, DType::f32);
+    EXPECT_FALSE(v.block_table.present());
+    EXPECT_EQ(pages_per_slot(c), 0);
     EXPECT_GE(cache.bytes(), 3 * 2 * 5 * bytes_per_position(c));
     for (const auto& part : snapshot(v)) {
       EXPECT_TRUE(std::all_of(part.begin(), part.end(), [](std::uint8_t b) { return b == 0; }));
@@ -215,79 +81,62 @@ TEST(KvCache, ViewsHaveDocumentedShapesAndStartZeroed) {
     EXPECT_EQ(hybrid.view().k.dtype, DType::f16);
     EXPECT_EQ(hybrid.view().k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d}));
     EXPECT_FALSE(hybrid.view().k_norms.present());
+    const KvCache fp8(config_of(d, RowFormat::fp8, RowFormat::tq3));
+    EXPECT_EQ(fp8.view().k.shape, (std::array<std::int64_t, 4>{3, 2, 5, d}));
+    EXPECT_EQ(fp8.view().k_norms.shape, (std::array<std::int64_t, 4>{3, 2, 5, 1}));
+    EXPECT_EQ(fp8.view().v.shape, (std::array<std::int64_t, 4>{3, 2, 5, d * 3 / 8}));
   }
 }
 
-TEST(KvCache, AppendWritesOnlyItsRowsForEveryVariant) {
-  const std::pair<RowFormat, RowFormat> formats[] = {
-      {RowFormat::f16, RowFormat::tq8}, {RowFormat::f16, RowFormat::tq6},
-      {RowFormat::f16, RowFormat::tq5}, {RowFormat::f16, RowFormat::tq4},
-      {RowFormat::tq8, RowFormat::tq8}, {RowFormat::tq4, RowFormat::f16},
-      {RowFormat::f16, RowFormat::f16}};
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
-  int variant = 0;
-  for (int d : {256, 512}) {
-    for (LayerKind kind : {LayerKind::linear, LayerKind::ring}) {
-      for (const auto& [k_format, v_format] : formats) {
-        const std::uint64_t seed = testing::fresh_seed();
-        KvCacheConfig c = config_of(d, k_format, v_format, kind);
-        c.scale_factor_d512 = d == 512 && kind == LayerKind::ring ? 1.5f : 1.0f;
-        const DType k_dtype = dtypes[variant % 3], v_dtype = dtypes[(variant + 1) % 3];
-        ++variant;
-        SCOPED_TRACE("seed " + std::to_string(seed) + " D " + std::to_string(d) + " K " +
-                     format_name(k_format) + " V " + format_name(v_format) +
-                     (kind == LayerKind::ring ? " ring" : " linear") + " k " + dtype_name(k_dtype) +
-                     " v " + dtype_name(v_dtype));
-        KvCache cache(c);
-        scramble(cache.view(), seed);
-        const auto before = snapshot(cache.view());
-        Batch batch = random_batch(c, 6, seed + 1);
-        const TokenRows k = token_rows(batch.n(), c.n_kv_heads, d, k_dtype, seed + 2);
-        const TokenRows v = token_rows(batch.n(), c.n_kv_heads, d, v_dtype, seed + 3);
-        append_kv(cache.view(), k.view, v.view, batch.slot_view(), batch.position_view());
-        expect_only_batch_rows_written(cache, before, batch, k, v);
-      }
-    }
-  }
-}
-
-TEST(KvCache, RingStoresPositionModuloCapacity) {
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  const KvCacheConfig c = config_of(256, RowFormat::f16, RowFormat::tq8, LayerKind::ring);
-  KvCache cache(c);
-  const std::int32_t last_position = 3 * static_cast<std::int32_t>(c.capacity) + 2;
-  std::vector<TokenRows> written;
-  for (std::int32_t p = 0; p <= last_position; ++p) {
-    Batch batch{{1}, {p}};
-    written.push_back(token_rows(1, c.n_kv_heads, c.head_dim, DType::f32, seed + p));
-    append_kv(cache.view(), written.back().view, written.back().view, batch.slot_view(),
-              batch.position_view());
-  }
-  // Row r holds the newest position p with p mod capacity = r.
-  for (std::int64_t row = 0; row < c.capacity; ++row) {
-    std::int64_t newest = row;
-    while (newest + c.capacity <= last_position) newest += c.capacity;
-    SCOPED_TRACE("row " + std::to_string(row) + " position " + std::to_string(newest));
-    for (std::int64_t head = 0; head < c.n_kv_heads; ++head) {
-      const auto& x = written[static_cast<std::size_t>(newest)].widened;
-      const std::vector<double> row_values(x.begin() + head * c.head_dim,
-                                           x.begin() + (head + 1) * c.head_dim);
-      expect_stored_row(c, c.k_format, cache.view().k, {}, 1, head, row, row_values);
-      expect_stored_row(c, c.v_format, cache.view().v, cache.view().v_norms, 1, head, row,
-                        row_values);
-    }
+// Paged storage is [pages, n_kv_heads, page_size, row] per part; the table is the caller's,
+// paired with the storage by view(block_table).
+TEST(KvCache, PagedViewsHaveDocumentedShapes) {
+  for (int page_size : kPageSizes) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    KvCacheConfig c = paged(config_of(512, RowFormat::fp8, RowFormat::tq6), page_size, 7);
+    c.capacity = 2 * page_size + 1;
+    EXPECT_EQ(pages_per_slot(c), 3);
+    const KvCache cache(c);
+    const KvCacheView& v = cache.view();
+    EXPECT_EQ(v.k.shape, (std::array<std::int64_t, 4>{7, 2, page_size, 512}));
+    EXPECT_EQ(v.k_norms.shape, (std::array<std::int64_t, 4>{7, 2, page_size, 1}));
+    EXPECT_EQ(v.v.shape, (std::array<std::int64_t, 4>{7, 2, page_size, 384}));
+    EXPECT_EQ(v.v_norms.shape, (std::array<std::int64_t, 4>{7, 2, page_size, 2}));
+    EXPECT_GE(cache.bytes(), 7 * 2 * page_size * bytes_per_position(c));
+    EXPECT_FALSE(v.block_table.present());
+    std::vector<std::int32_t> table(3 * 3, 0);
+    const TensorView table_view = TensorView::contiguous(table.data(), DType::i32, {3, 3});
+    const KvCacheView with_table = cache.view(table_view);
+    EXPECT_EQ(with_table.block_table.data, table.data());
+    EXPECT_EQ(with_table.k.data, v.k.data);
+    EXPECT_EQ(with_table.v_norms.data, v.v_norms.data);
   }
 }
 
 // A valid append of two tokens over a scrambled cache; each bad-input case breaks one rule.
+// Contiguous: 3 slots of 5 rows. Paged: 3 slots of 40 rows in pages of 16 (3 per slot), 10
+// pages, slot s holding pages 3s + 2, 3s + 1, 3s (page 9 is spare).
 struct AppendCall {
-  KvCacheConfig config = config_of(256, RowFormat::f16, RowFormat::tq8);
-  KvCache cache{config};
-  KvCacheView view = cache.view();
+  explicit AppendCall(bool paged_cache = false)
+      : config(paged_cache ? paged_config() : config_of(256, RowFormat::f16, RowFormat::tq8)),
+        cache(config),
+        table(paged_cache ? BlockTable{{2, 1, 0, 5, 4, 3, 8, 7, 6}, 3} : BlockTable{}),
+        view(paged_cache ? cache.view(table.view()) : cache.view()),
+        batch(paged_cache ? Batch{{0, 2}, {1, 35}} : Batch{{0, 2}, {1, 4}}) {}
+
+  static KvCacheConfig paged_config() {
+    KvCacheConfig c = paged(config_of(256, RowFormat::fp8, RowFormat::tq5), 16, 10);
+    c.capacity = 40;
+    return c;
+  }
+
+  KvCacheConfig config;
+  KvCache cache;
+  BlockTable table;
+  KvCacheView view;
   TokenRows k = token_rows(2, 2, 256, DType::f32, 11);
   TokenRows v = token_rows(2, 2, 256, DType::bf16, 12);
-  Batch batch{{0, 2}, {1, 4}};
+  Batch batch;
   TensorView slot_ids = batch.slot_view();
   TensorView positions = batch.position_view();
   void run() {
@@ -299,10 +148,10 @@ struct AppendCall {
 
 void expect_append_rejected(const std::string& argument,
                             const std::function<void(AppendCall&)>& mutate,
-                            const std::string& rule_mentions = "") {
+                            const std::string& rule_mentions = "", bool paged_cache = false) {
   SCOPED_TRACE("expected rejection of '" + argument + "'");
-  AppendCall call;
-  scramble(call.cache.view(), 5);
+  AppendCall call(paged_cache);
+  testing::scramble(call.cache.view(), 5);
   const auto before = snapshot(call.cache.view());
   mutate(call);
   try {
@@ -336,7 +185,7 @@ TEST(KvCache, TwoTokensForOneRowAreRejected) {
       [](AppendCall& a) {
         a.batch = {{1, 1}, {3, 3}};
       },
-      "same (slot, row)");
+      "same cache row");
   // In a ring, p and p + capacity name the same row.
   expect_append_rejected(
       "positions",
@@ -345,7 +194,7 @@ TEST(KvCache, TwoTokensForOneRowAreRejected) {
         a.view.config.kind = LayerKind::ring;
         a.batch = {{2, 2}, {1, 6}};
       },
-      "same (slot, row)");
+      "same cache row");
   AppendCall different_slots;
   different_slots.batch = {{0, 1}, {3, 3}};
   EXPECT_NO_THROW(different_slots.run());
@@ -384,6 +233,47 @@ TEST(KvCache, AppendRejectsEachBadInputAndWritesNothing) {
   for (const auto& [argument, mutate] : cases) expect_append_rejected(argument, mutate);
 }
 
+TEST(KvCache, PagedAppendChecksTheTableEntriesItUses) {
+  AppendCall base(true);
+  EXPECT_NO_THROW(base.run());
+  // Entries no token uses are not the append's business.
+  AppendCall untouched(true);
+  untouched.table.entries[1] = -7;
+  untouched.table.entries[5] = 1000;
+  EXPECT_NO_THROW(untouched.run());
+  const auto rejected = [](const std::string& argument,
+                           const std::function<void(AppendCall&)>& mutate,
+                           const std::string& rule_mentions = "") {
+    expect_append_rejected(argument, mutate, rule_mentions, true);
+  };
+  rejected(
+      "cache.block_table", [](AppendCall& a) { a.table.entries[0] = -1; }, "[0][0] is -1");
+  rejected(
+      "cache.block_table", [](AppendCall& a) { a.table.entries[8] = 10; }, "[2][2] is 10");
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table = {}; });
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table.shape[1] = 2; });
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table.shape[0] = 4; });
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table.dtype = DType::f32; });
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table.strides[1] = 2; });
+  rejected("cache.block_table", [](AppendCall& a) { a.view.block_table.device = Device::cuda; });
+  rejected("cache.k", [](AppendCall& a) { a.view.k.shape[0] = 9; });
+  rejected("cache.v", [](AppendCall& a) { a.view.v.shape[2] = 40; });
+  rejected("cache.v_norms", [](AppendCall& a) {
+    a.view.block_table.data = a.view.v_norms.data;  // the table aliases the cache
+  });
+  // Slots 0 and 1 sharing page 2: row 5 of it through either slot is one row.
+  rejected(
+      "positions",
+      [](AppendCall& a) {
+        a.table.entries[3] = 2;
+        a.batch = {{0, 1}, {5, 5}};
+      },
+      "same cache row");
+  expect_append_rejected(
+      "cache.block_table", [](AppendCall& a) { a.view.block_table = a.k.view; },
+      "absent for a contiguous cache");
+}
+
 TEST(KvCache, ConfigRulesNameTheField) {
   using Mutation = std::function<void(KvCacheConfig&)>;
   const std::vector<std::pair<std::string, Mutation>> cases = {
@@ -398,6 +288,12 @@ TEST(KvCache, ConfigRulesNameTheField) {
       {"scale_factor_d512", [](KvCacheConfig& c) { c.scale_factor_d512 = -1.0f; }},
       {"scale_factor_d512",
        [](KvCacheConfig& c) { c.scale_factor_d512 = std::numeric_limits<float>::infinity(); }},
+      {"page_size", [](KvCacheConfig& c) { c = paged(c, 8, 4); }},
+      {"page_size", [](KvCacheConfig& c) { c = paged(c, 256, 4); }},
+      {"page_size", [](KvCacheConfig& c) { c = paged(c, -16, 4); }},
+      {"pages", [](KvCacheConfig& c) { c = paged(c, 16, 0); }},
+      {"pages", [](KvCacheConfig& c) { c = paged(c, 0, 4); }},
+      {"pages", [](KvCacheConfig& c) { c = paged(c, 64, std::int64_t{1} << 31); }},
   };
   for (const auto& [argument, mutate] : cases) {
     SCOPED_TRACE(argument);

@@ -192,8 +192,8 @@ TEST_P(CodecGpuTest, EncodeAgreesWithCpu) {
     std::int64_t gap_writes = 0;
     for (std::int64_t r = 0; r < kRows; ++r) {
       const std::uint8_t* row = gpu_codes.data() + r * s.codes;
-      testing::compare_code_row(cpu_codes.data() + r * s.codes, row, code_bytes,
-                                format_bits(p.format), agreement);
+      testing::compare_code_row(cpu_codes.data() + r * s.codes, row, code_bytes, p.format,
+                                agreement);
       gap_writes += std::count_if(row + code_bytes, row + s.codes,
                                   [&](std::uint8_t byte) { return byte != poison; });
     }

@@ -1,4 +1,5 @@
-// TurboQuant-HB codec, CPU backend, against the double-precision oracle (SPEC §1.1-1.2, §5, §7).
+// TurboQuant-HB codec, CPU backend, against the double-precision oracle (SPEC §1.1-1.2, §1.5,
+// §5, §7), and the round-trip quality of every quantized row format.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "codec_agreement.h"
-#include "common/f16.h"
+#include "codec_rows.h"
 #include "reference/tq_oracle.h"
 #include "test_support.h"
 #include "tq/tables.h"
@@ -23,76 +24,20 @@
 namespace turbodecode {
 namespace {
 
-constexpr RowFormat kQuantizedFormats[] = {RowFormat::tq4, RowFormat::tq5, RowFormat::tq6,
-                                           RowFormat::tq8};
+using testing::expect_padding_untouched;
+using testing::InputRows;
+using testing::make_input;
+using testing::make_output;
+using testing::OutputRows;
+using testing::row_of;
+using testing::test_rows;
+
+constexpr RowFormat kTqFormats[] = {RowFormat::tq3, RowFormat::tq4, RowFormat::tq5, RowFormat::tq6,
+                                    RowFormat::tq8};
 constexpr int kHeadDims[] = {256, 512};
 // u may land on the other side of a decision boundary when f32 and double rotations disagree
 // by rounding (oracle::kTqBoundaryTolerance); as in SPEC §5, at most 0.1% of codes may.
 constexpr double kMaxBoundaryMismatchFraction = 1e-3;
-
-// N(0,1) rows, optionally with a few channels 30× larger in every row (outlier channels).
-std::vector<float> test_rows(std::int64_t rows, int head_dim, bool outliers, std::uint64_t seed) {
-  std::vector<float> x = testing::gaussian(static_cast<std::size_t>(rows * head_dim), seed);
-  if (!outliers) return x;
-  std::mt19937_64 rng(seed + 1);
-  std::uniform_int_distribution<int> channel(0, head_dim - 1);
-  for (int k = 0; k < 6; ++k) {
-    const int c = channel(rng);
-    for (std::int64_t r = 0; r < rows; ++r)
-      x[r * head_dim + c] = 30.0f + 10.0f * x[r * head_dim + c];
-  }
-  return x;
-}
-
-// Rows of `head_dim` values stored in `dtype` with a row stride of `row_stride` elements,
-// plus the values the library sees after widening (what the oracle must be given).
-struct InputRows {
-  Buffer storage;
-  TensorView view;
-  std::vector<double> widened;  // rows × head_dim, row-major
-};
-
-InputRows make_input(const std::vector<float>& values, std::int64_t rows, int head_dim, DType dtype,
-                     std::int64_t row_stride) {
-  InputRows in;
-  const std::int64_t element_bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
-  in.storage = Buffer(Device::cpu, std::max<std::int64_t>(1, rows * row_stride * element_bytes));
-  in.storage.fill_bytes(0xFF);
-  in.view = TensorView::contiguous(in.storage.data(), dtype, {rows, head_dim});
-  in.view.strides[0] = row_stride;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (int j = 0; j < head_dim; ++j) {
-      const float v = values[r * head_dim + j];
-      const std::int64_t at = r * row_stride + j;
-      if (dtype == DType::f32) {
-        in.view.as<float>()[at] = v;
-        in.widened.push_back(v);
-      } else {
-        const std::uint16_t bits = dtype == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
-        in.view.as<std::uint16_t>()[at] = bits;
-        in.widened.push_back(dtype == DType::f16 ? f16_to_f32(bits) : bf16_to_f32(bits));
-      }
-    }
-  }
-  return in;
-}
-
-// A poisoned output of `rows` rows of `width` elements with a row stride of `row_stride`.
-struct OutputRows {
-  Buffer storage;
-  TensorView view;
-};
-
-OutputRows make_output(DType dtype, std::int64_t rows, std::int64_t width,
-                       std::int64_t row_stride) {
-  OutputRows out;
-  out.storage = Buffer(
-      Device::cpu, std::max<std::int64_t>(1, rows * row_stride * std::int64_t(dtype_bytes(dtype))));
-  out.storage.fill_bytes(0xFF);
-  out.view = TensorView::contiguous(out.storage.data(), dtype, {rows, width});
-  out.view.strides[0] = row_stride;
-  return out;
-}
 
 bool all_bytes_are(const Buffer& buffer, std::uint8_t value) {
   const auto* bytes = static_cast<const std::uint8_t*>(buffer.data());
@@ -102,23 +47,6 @@ bool all_bytes_are(const Buffer& buffer, std::uint8_t value) {
   return true;
 }
 
-// Bytes of the output buffer outside the view's rows (row padding) keep their poison.
-void expect_padding_untouched(const OutputRows& out) {
-  const auto* bytes = static_cast<const std::uint8_t*>(out.storage.data());
-  const std::int64_t element = static_cast<std::int64_t>(dtype_bytes(out.view.dtype));
-  for (std::int64_t r = 0; r < out.view.shape[0]; ++r) {
-    for (std::int64_t e = out.view.shape[1]; e < out.view.strides[0]; ++e) {
-      for (std::int64_t b = 0; b < element; ++b) {
-        ASSERT_EQ(bytes[(r * out.view.strides[0] + e) * element + b], 0xFF) << "row " << r;
-      }
-    }
-  }
-}
-
-std::vector<double> row_of(const std::vector<double>& all, std::int64_t r, int head_dim) {
-  return {all.begin() + r * head_dim, all.begin() + (r + 1) * head_dim};
-}
-
 struct Encoded {
   OutputRows codes, norms;
 };
@@ -126,7 +54,7 @@ struct Encoded {
 Encoded encode_with_library(const CodecParams& params, const TensorView& x, std::int64_t pad) {
   const std::int64_t rows = x.shape[0];
   const std::int64_t code_bytes = row_bytes(params.format, params.head_dim);
-  const int npp = norms_per_row(params.head_dim);
+  const int npp = row_scales(params.format, params.head_dim);
   Encoded e{make_output(DType::u8, rows, code_bytes, code_bytes + pad),
             make_output(DType::f32, rows, npp, npp + pad)};
   encode_rows(params, x, e.codes.view, e.norms.view);
@@ -164,10 +92,13 @@ void expect_matches_oracle(const CodecParams& params, const InputRows& in, const
   expect_padding_untouched(e.norms);
 }
 
-TEST(TqCodec, RoundTripCosineMeetsSpec) {
+// Every quantized format, FP8 included, measured the same way: encode, decode, and for TQ
+// un-rotate, then the mean cosine against the input rows.
+TEST(RowCodec, RoundTripCosineMeetsSpec) {
   const std::int64_t rows = 128;
   for (int d : kHeadDims) {
-    for (RowFormat format : kQuantizedFormats) {
+    for (RowFormat format : kRowFormats) {
+      if (!is_quantized(format)) continue;
       for (bool outliers : {false, true}) {
         const std::uint64_t seed = testing::fresh_seed();
         SCOPED_TRACE("seed " + std::to_string(seed));
@@ -177,7 +108,7 @@ TEST(TqCodec, RoundTripCosineMeetsSpec) {
         const Encoded e = encode_with_library(params, in.view, 0);
         OutputRows y = make_output(DType::f32, rows, d, d);
         decode_rows(params, e.codes.view, e.norms.view, y.view);
-        unrotate_rows(d, y.view, y.view);
+        if (is_turboquant(format)) unrotate_rows(d, y.view, y.view);
         double sum = 0.0;
         for (std::int64_t r = 0; r < rows; ++r) {
           const std::vector<float> got(y.view.as<float>() + r * d,
@@ -199,7 +130,7 @@ TEST(TqCodec, CodesAndNormsMatchOracleForEveryInputType) {
   const std::int64_t rows = 24;
   std::int64_t mismatched = 0, compared = 0;
   for (int d : kHeadDims) {
-    for (RowFormat format : kQuantizedFormats) {
+    for (RowFormat format : kTqFormats) {
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
         for (bool strided : {false, true}) {
           const float scale_factor = d == 512 && strided ? 2.5f : 1.0f;
@@ -224,7 +155,7 @@ TEST(TqCodec, CodesAndNormsMatchOracleForEveryInputType) {
 TEST(TqCodec, DecodeMatchesOracle) {
   const std::int64_t rows = 16;
   for (int d : kHeadDims) {
-    for (RowFormat format : kQuantizedFormats) {
+    for (RowFormat format : kTqFormats) {
       const std::uint64_t seed = testing::fresh_seed();
       SCOPED_TRACE("seed " + std::to_string(seed));
       std::mt19937_64 rng(seed);
@@ -233,7 +164,8 @@ TEST(TqCodec, DecodeMatchesOracle) {
       const std::int64_t code_bytes = row_bytes(format, d);
       OutputRows codes = make_output(DType::u8, rows, code_bytes, code_bytes);
       OutputRows norms = make_output(DType::f32, rows, npp, npp);
-      std::uniform_int_distribution<int> byte(0, bits == 4 ? 255 : (1 << bits) - 1);
+      // Every bit of a row belongs to a code (SPEC §1.5): any byte is a valid one.
+      std::uniform_int_distribution<int> byte(0, 255);
       std::uniform_real_distribution<float> norm(0.0f, 40.0f);
       for (std::int64_t i = 0; i < rows * code_bytes; ++i)
         codes.view.as<std::uint8_t>()[i] = byte(rng);
@@ -295,7 +227,7 @@ TEST(TqCodec, RotationMatchesOracleAndInverts) {
 
 TEST(TqCodec, ZeroAndTinyRowsScaleByZero) {
   for (int d : kHeadDims) {
-    for (RowFormat format : kQuantizedFormats) {
+    for (RowFormat format : kTqFormats) {
       const std::uint64_t seed = testing::fresh_seed();
       SCOPED_TRACE("seed " + std::to_string(seed) + " D " + std::to_string(d) + " " +
                    format_name(format));
@@ -324,34 +256,65 @@ TEST(TqCodec, ZeroAndTinyRowsScaleByZero) {
   }
 }
 
-// Codes chosen up front come back packed two per byte, the even element in the low nibble.
-// D = 512 with scale_factor_d512 = n_b makes u equal the rotated values themselves.
-TEST(TqCodec, FourBitCodesPackEvenElementLow) {
+// The stored row of `codes` as SPEC §1.2 and §1.5 describe it, packed here independently of
+// the library: 8 bits one byte per code; 4 bits two per byte, the even element low; 3, 5 and 6
+// bits little-endian groups of g codes in n bytes (8 in 3, 8 in 5, 4 in 3).
+std::vector<std::uint8_t> spec_packed_row(const std::vector<int>& codes, int bits) {
+  std::vector<std::uint8_t> bytes;
+  if (bits == 8 || bits == 4) {
+    const int per_byte = 8 / bits;
+    for (std::size_t j = 0; j < codes.size(); j += per_byte) {
+      bytes.push_back(
+          static_cast<std::uint8_t>(bits == 8 ? codes[j] : codes[j] + 16 * codes[j + 1]));
+    }
+    return bytes;
+  }
+  const std::size_t group_codes = bits == 6 ? 4 : 8;
+  const int group_bytes = bits * static_cast<int>(group_codes) / 8;
+  for (std::size_t g = 0; g < codes.size(); g += group_codes) {
+    std::uint64_t group = 0;
+    for (std::size_t i = 0; i < group_codes; ++i) {
+      group += static_cast<std::uint64_t>(codes[g + i]) << (bits * i);
+    }
+    for (int k = 0; k < group_bytes; ++k)
+      bytes.push_back(static_cast<std::uint8_t>(group >> (8 * k)));
+  }
+  return bytes;
+}
+
+// Codes chosen up front come back packed as SPEC §1.5 says, for every TQ width. D = 512 with
+// scale_factor_d512 = n_b makes u equal the rotated values themselves, which sit on centroids,
+// far from any decision boundary.
+TEST(TqCodec, CodesPackAsSpecSays) {
   const int d = 512;
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  // Both halves hold every code 16 times (so the same RMS n_b), in random order.
-  std::vector<int> chosen(d);
-  for (int j = 0; j < d; ++j) chosen[j] = j % 16;
-  std::shuffle(chosen.begin(), chosen.begin() + 256, rng);
-  std::shuffle(chosen.begin() + 256, chosen.end(), rng);
-  std::vector<double> y(d);
-  double half_squares = 0.0;
-  for (int j = 0; j < d; ++j) {
-    y[j] = tq::kCodebook4bit[chosen[j]];
-    if (j < 256) half_squares += y[j] * y[j];
+  for (RowFormat format : kTqFormats) {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + format_name(format));
+    std::mt19937_64 rng(seed);
+    const int bits = format_bits(format), levels = 1 << bits;
+    // Both halves hold every code equally often (so the same RMS n_b), in random order.
+    std::vector<int> chosen(d);
+    for (int j = 0; j < d; ++j) chosen[j] = j % levels;
+    std::shuffle(chosen.begin(), chosen.begin() + 256, rng);
+    std::shuffle(chosen.begin() + 256, chosen.end(), rng);
+    const auto book = tq::codebook(bits);
+    std::vector<double> y(d);
+    double half_squares = 0.0;
+    for (int j = 0; j < d; ++j) {
+      y[j] = book[chosen[j]];
+      if (j < 256) half_squares += y[j] * y[j];
+    }
+    const float rms = static_cast<float>(std::sqrt(half_squares / 256.0));
+    const std::vector<double> x = oracle::tq_unrotate(d, y);
+    const InputRows in = make_input(std::vector<float>(x.begin(), x.end()), 1, d, DType::f32, d);
+    const CodecParams params{d, format, rms};
+    const Encoded e = encode_with_library(params, in.view, 0);
+    const std::vector<std::uint8_t> want = spec_packed_row(chosen, bits);
+    ASSERT_EQ(static_cast<std::int64_t>(want.size()), row_bytes(format, d));
+    const auto* got = e.codes.view.as<std::uint8_t>();
+    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
+    expect_matches_oracle(params, in, e);
   }
-  const float rms = static_cast<float>(std::sqrt(half_squares / 256.0));
-  const std::vector<double> x = oracle::tq_unrotate(d, y);
-  const InputRows in = make_input(std::vector<float>(x.begin(), x.end()), 1, d, DType::f32, d);
-  const CodecParams params{d, RowFormat::tq4, rms};
-  const Encoded e = encode_with_library(params, in.view, 0);
-  const auto* bytes = e.codes.view.as<std::uint8_t>();
-  for (int j = 0; j < d; j += 2) {
-    ASSERT_EQ(bytes[j / 2], chosen[j] | (chosen[j + 1] << 4)) << "byte " << j / 2;
-  }
-  expect_matches_oracle(params, in, e);
 }
 
 // Valid encode arguments over poisoned outputs; each bad-input case breaks one rule.
@@ -380,6 +343,15 @@ TEST(TqCodec, EncodeRejectsBadInputWithoutWriting) {
   const std::vector<std::pair<std::string, Mutation>> cases = {
       {"head_dim", [](EncodeCall& c) { c.params.head_dim = 128; }},
       {"format", [](EncodeCall& c) { c.params.format = RowFormat::f16; }},
+      {"format", [](EncodeCall& c) { c.params.format = static_cast<RowFormat>(42); }},
+      {"norms",
+       [](EncodeCall& c) {
+         c.params.format = RowFormat::fp8;  // one scale per row, where TQ keeps norms_per_row
+         c.params.head_dim = 512;
+         c.in = make_input(testing::gaussian(4 * 512, 7), 4, 512, DType::f32, 512);
+         c.codes = make_output(DType::u8, 4, 512, 512);
+         c.norms = make_output(DType::f32, 4, 2, 2);
+       }},
       {"scale_factor_d512", [](EncodeCall& c) { c.params.scale_factor_d512 = 0.0f; }},
       {"scale_factor_d512",
        [](EncodeCall& c) { c.params.scale_factor_d512 = std::numeric_limits<float>::quiet_NaN(); }},
@@ -449,20 +421,28 @@ TEST(TqCodec, DecodeAndRotateRejectBadInputWithoutWriting) {
   expect_rejected("x", [&] { unrotate_rows(256, first_rows, later_rows); }, {&shared.storage});
 }
 
-TEST(TqCodec, FormatNamesAndSizes) {
-  for (RowFormat format :
-       {RowFormat::f16, RowFormat::tq4, RowFormat::tq5, RowFormat::tq6, RowFormat::tq8}) {
-    EXPECT_EQ(parse_format(format_name(format)), format);
+TEST(RowCodec, FormatNamesAndSizes) {
+  for (RowFormat format : kRowFormats) EXPECT_EQ(parse_format(format_name(format)), format);
+  expect_rejected("format", [] { parse_format("tq7"); }, {});
+  // SPEC §1.5: bytes per row at D = 256, codes + side values.
+  const std::pair<RowFormat, std::int64_t> stored_at_256[] = {
+      {RowFormat::f16, 512}, {RowFormat::fp8, 260}, {RowFormat::tq3, 100}, {RowFormat::tq4, 132},
+      {RowFormat::tq5, 164}, {RowFormat::tq6, 196}, {RowFormat::tq8, 260}};
+  for (const auto& [format, bytes] : stored_at_256) {
+    EXPECT_EQ(row_bytes(format, 256) + 4 * row_scales(format, 256), bytes) << format_name(format);
+    EXPECT_EQ(row_bytes(format, 512), 2 * row_bytes(format, 256)) << format_name(format);
   }
-  expect_rejected("format", [] { parse_format("tq3"); }, {});
-  EXPECT_EQ(row_bytes(RowFormat::f16, 256), 512);
-  EXPECT_EQ(row_bytes(RowFormat::tq4, 512), 256);
-  EXPECT_EQ(row_bytes(RowFormat::tq5, 256), 256);
   EXPECT_EQ(norms_per_row(256), 1);
   EXPECT_EQ(norms_per_row(512), 2);
+  EXPECT_EQ(row_scales(RowFormat::tq3, 512), 2);
+  EXPECT_EQ(row_scales(RowFormat::fp8, 512), 1);
+  EXPECT_EQ(row_scales(RowFormat::f16, 512), 0);
   EXPECT_EQ(format_bits(RowFormat::tq6), 6);
+  EXPECT_EQ(format_bits(RowFormat::tq3), 3);
   EXPECT_FALSE(is_quantized(RowFormat::f16));
-  EXPECT_TRUE(is_quantized(RowFormat::tq4));
+  EXPECT_TRUE(is_quantized(RowFormat::fp8));
+  EXPECT_FALSE(is_turboquant(RowFormat::fp8));
+  EXPECT_TRUE(is_turboquant(RowFormat::tq3));
 }
 
 }  // namespace

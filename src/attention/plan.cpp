@@ -2,6 +2,7 @@
 // split policy and sizes the workspace for the cache's device.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "attention/chunks.h"
 #include "attention/split_policy.h"
@@ -25,6 +26,16 @@ constexpr int kMaxFixedSplits = 1024;
 // constants do not depend on the thread count, so results never do either.
 constexpr std::int64_t kCpuMinSplitTokens = 512;
 constexpr int kCpuTargetSplits = 16;
+
+// The decode backends read paged caches and FP8 and 3-bit rows once they are extended to them.
+void check_decode_reads(const KvCacheConfig& cache) {
+  check_arg(cache.page_size == 0, "page_size", "paged decode is not supported by this build yet");
+  for (const auto& [format, name] :
+       {std::pair{cache.k_format, "k_format"}, std::pair{cache.v_format, "v_format"}}) {
+    check_arg(format != RowFormat::fp8 && format != RowFormat::tq3, name,
+              std::string(format_name(format)) + " decode is not supported by this build yet");
+  }
+}
 
 void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
                       std::int64_t max_queries) {
@@ -87,6 +98,7 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries) {
   validate_config(cache);
   check_backend(cache.device);
+  check_decode_reads(cache);
   validate_options(cache, options, max_queries);
 
   DecodePlan plan;

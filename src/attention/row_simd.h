@@ -17,9 +17,11 @@ inline __m256 load_f16(const std::uint16_t* source) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source)));
 }
 
-// Eight codes starting at element j as i32 lanes. 4-bit rows pack two codes per byte (even
-// element in the low nibble); wider codes take a byte each, masked to their bit width so a
-// corrupt high bit can never index past the codebook.
+// Eight codes starting at element j (a multiple of 8) as i32 lanes. 4-bit rows pack two codes
+// per byte (even element in the low nibble), 8-bit rows one per byte; 5- and 6-bit rows are a
+// little-endian bit stream (SPEC §1.5) in which codes j … j + 7 fill exactly Bits bytes: the
+// low four come from the first 32 bits of those bytes, the high four from the 32 bits starting
+// at bit 4·Bits.
 template <int Bits>
 inline __m256i load_codes(const std::uint8_t* row, int j) {
   if constexpr (Bits == 4) {
@@ -30,10 +32,17 @@ inline __m256i load_codes(const std::uint8_t* row, int j) {
         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
     const __m256i nibbles = _mm256_srlv_epi32(pairs, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
     return _mm256_and_si256(nibbles, _mm256_set1_epi32(0x0f));
-  } else {
+  } else if constexpr (Bits == 8) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + j));
-    const __m256i codes = _mm256_cvtepu8_epi32(bytes);
-    if constexpr (Bits == 8) return codes;
+    return _mm256_cvtepu8_epi32(bytes);
+  } else {
+    std::uint64_t group = 0;
+    std::memcpy(&group, row + j / 8 * Bits, Bits);
+    const auto low = static_cast<std::int32_t>(group);
+    const auto high = static_cast<std::int32_t>(group >> (4 * Bits));
+    const __m256i words = _mm256_setr_epi32(low, low, low, low, high, high, high, high);
+    const __m256i codes = _mm256_srlv_epi32(
+        words, _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 0, Bits, 2 * Bits, 3 * Bits));
     return _mm256_and_si256(codes, _mm256_set1_epi32((1 << Bits) - 1));
   }
 }

@@ -20,7 +20,7 @@ bool same_config(const KvCacheConfig& a, const KvCacheConfig& b) {
   return a.slots == b.slots && a.n_kv_heads == b.n_kv_heads && a.capacity == b.capacity &&
          a.head_dim == b.head_dim && a.kind == b.kind && a.k_format == b.k_format &&
          a.v_format == b.v_format && a.scale_factor_d512 == b.scale_factor_d512 &&
-         a.device == b.device;
+         a.device == b.device && a.page_size == b.page_size && a.pages == b.pages;
 }
 
 void check_cache(const DecodePlan& plan, const KvCacheView& cache) {

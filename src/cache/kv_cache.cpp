@@ -1,10 +1,12 @@
-// Cache configuration rules, sizes and the owning KvCache (SPEC §1.3).
+// Cache configuration rules, sizes and the owning KvCache (SPEC §1.3, §1.7).
 #include "turbodecode/kv_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "cache/row_location.h"
 #include "common/validate.h"
 
 namespace turbodecode {
@@ -32,7 +34,8 @@ struct StorageLayout {
 };
 
 StorageLayout layout_of(const KvCacheConfig& c) {
-  const std::int64_t rows = c.slots * c.n_kv_heads * c.capacity;
+  const cache::StorageGrid grid = cache::storage_grid(c);
+  const std::int64_t rows = grid.blocks * grid.heads * grid.block_rows;
   StorageLayout layout;
   std::int64_t offset = 0;
   auto place = [&](std::int64_t bytes) {
@@ -50,18 +53,35 @@ StorageLayout layout_of(const KvCacheConfig& c) {
 
 TensorView rows_view(const Buffer& storage, const KvCacheConfig& c, RowFormat format,
                      std::int64_t offset) {
+  const cache::StorageGrid g = cache::storage_grid(c);
   if (format == RowFormat::f16) {
-    return storage.view(DType::f16, {c.slots, c.n_kv_heads, c.capacity, c.head_dim}, offset);
+    return storage.view(DType::f16, {g.blocks, g.heads, g.block_rows, c.head_dim}, offset);
   }
-  return storage.view(DType::u8, {c.slots, c.n_kv_heads, c.capacity, row_bytes(format, c.head_dim)},
+  return storage.view(DType::u8, {g.blocks, g.heads, g.block_rows, row_bytes(format, c.head_dim)},
                       offset);
 }
 
 TensorView norms_view(const Buffer& storage, const KvCacheConfig& c, RowFormat format,
                       std::int64_t offset) {
   if (!is_quantized(format)) return {};
-  return storage.view(DType::f32, {c.slots, c.n_kv_heads, c.capacity, row_scales(format, c.head_dim)},
+  const cache::StorageGrid g = cache::storage_grid(c);
+  return storage.view(DType::f32, {g.blocks, g.heads, g.block_rows, row_scales(format, c.head_dim)},
                       offset);
+}
+
+void validate_paging(const KvCacheConfig& config) {
+  if (config.page_size == 0) {
+    check_arg(config.pages == 0, "pages", "must be 0 for a contiguous cache (page_size 0)");
+    return;
+  }
+  check_arg(
+      std::find(std::begin(kPageSizes), std::end(kPageSizes), config.page_size) !=
+          std::end(kPageSizes),
+      "page_size",
+      "must be 0 (contiguous) or one of 16, 32, 64, 128, not " + std::to_string(config.page_size));
+  check_arg(config.pages >= 1, "pages", "must be at least 1 for a paged cache");
+  // Block table entries are i32.
+  check_arg(config.pages <= INT32_MAX, "pages", "must fit in a 32-bit block table entry");
 }
 
 }  // namespace
@@ -80,8 +100,7 @@ void validate_config(const KvCacheConfig& config) {
             "scale_factor_d512", "must be finite and positive");
   // Positions are i32, so a linear cache can never use rows beyond that range.
   check_arg(config.capacity <= INT32_MAX, "capacity", "must fit in a 32-bit position");
-  check_arg(config.page_size == 0 && config.pages == 0, "page_size",
-            "paged caches are not supported by this build yet");
+  validate_paging(config);
   check_backend(config.device);
 }
 

@@ -1,5 +1,5 @@
-// Public TurboQuant-HB codec calls: one validation function per call, shared by both backends,
-// then dispatch on the tensors' device.
+// Public row codec calls (TurboQuant-HB and FP8 rows): one validation function per call, shared by
+// both backends, then dispatch on the tensors' device.
 #include <cmath>
 #include <string>
 
@@ -22,7 +22,8 @@ void check_head_dim(int head_dim) {
 
 void check_params(const CodecParams& params) {
   check_head_dim(params.head_dim);
-  check_arg(is_quantized(params.format), "format", "must be a TurboQuant format (tq4..tq8)");
+  check_arg(is_quantized(params.format) && format_bits(params.format) != 0, "format",
+            "must be a quantized format (fp8, tq3, tq4, tq5, tq6, tq8), not f16");
   check_arg(std::isfinite(params.scale_factor_d512) && params.scale_factor_d512 > 0.0f,
             "scale_factor_d512", "must be finite and positive");
 }
@@ -49,7 +50,8 @@ void validate_encode(const CodecParams& params, const TensorView& x, const Tenso
   const std::int64_t rows = x.shape[0];
   check_rows(codes, "codes", x.device, DType::u8,
              {rows, row_bytes(params.format, params.head_dim)});
-  check_rows(norms, "norms", x.device, DType::f32, {rows, norms_per_row(params.head_dim)});
+  check_rows(norms, "norms", x.device, DType::f32,
+             {rows, row_scales(params.format, params.head_dim)});
   check_disjoint(codes, "codes", x, "x");
   check_disjoint(norms, "norms", x, "x");
   check_disjoint(norms, "norms", codes, "codes");
@@ -63,7 +65,8 @@ void validate_decode(const CodecParams& params, const TensorView& codes, const T
   check_rows(codes, "codes", codes.device, DType::u8,
              {kAnyExtent, row_bytes(params.format, params.head_dim)});
   const std::int64_t rows = codes.shape[0];
-  check_rows(norms, "norms", codes.device, DType::f32, {rows, norms_per_row(params.head_dim)});
+  check_rows(norms, "norms", codes.device, DType::f32,
+             {rows, row_scales(params.format, params.head_dim)});
   check_rows(y, "y", codes.device, DType::f32, {rows, params.head_dim});
   check_disjoint(y, "y", codes, "codes");
   check_disjoint(y, "y", norms, "norms");

@@ -5,6 +5,7 @@
 #include "common/f16.h"
 #include "common/thread_pool.h"
 #include "tq/codec_math.h"
+#include "tq/fp8_math.h"
 
 namespace turbodecode::tq {
 
@@ -16,6 +17,8 @@ constexpr std::int64_t kRowGrain = 16;
 
 const float* midpoints(int bits) {
   switch (bits) {
+    case 3:
+      return kMidpoints3bit.data();
     case 4:
       return kMidpoints4bit.data();
     case 5:
@@ -78,12 +81,22 @@ void quantize(const float* y, int count, float scale, int bits, int* codes) {
   for (int j = 0; j < count; ++j) codes[j] = code_of(y[j] * scale, mid, bits);
 }
 
+// Every bit of a row belongs to one code, so the row's previous bytes never show through.
 void store_codes(const int* codes, int head_dim, int bits, std::uint8_t* out) {
-  if (bits == 4) {
-    for (int j = 0; j < head_dim; j += 2) out[j / 2] = pack_nibbles(codes[j], codes[j + 1]);
-  } else {
-    for (int j = 0; j < head_dim; ++j) out[j] = static_cast<std::uint8_t>(codes[j]);
-  }
+  for (int j = 0; j < head_dim; ++j) write_code(out, bits, j, codes[j]);
+}
+
+// FP8 rows (SPEC §1.6): not rotated; the scale comes from the row's largest magnitude, which
+// fmaxf takes ignoring NaN, so a NaN element spoils only its own code.
+void encode_fp8_row(const float* x, int head_dim, std::uint8_t* codes, float* scale) {
+  float amax = 0.0f;
+  for (int j = 0; j < head_dim; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  *scale = fp8::row_scale(amax);
+  for (int j = 0; j < head_dim; ++j) codes[j] = fp8::encode(x[j], *scale);
+}
+
+void decode_fp8_row(const std::uint8_t* codes, float scale, int head_dim, float* y) {
+  for (int j = 0; j < head_dim; ++j) y[j] = scale * fp8::decode(codes[j]);
 }
 
 const std::uint8_t* row_u8(const TensorView& t, std::int64_t row) {
@@ -131,6 +144,7 @@ void encode_row(const CodecParams& params, const void* x, DType dtype, std::uint
   alignas(64) float y[kMaxHeadDim];
   int code_values[kMaxHeadDim];
   load_row(x, dtype, head_dim, y);
+  if (params.format == RowFormat::fp8) return encode_fp8_row(y, head_dim, codes, norms);
   rotate_row(head_dim, y);
   if (head_dim == 256) {
     const float norm = d256_norm(sum_of_squares(y, head_dim));
@@ -151,6 +165,7 @@ void encode_row(const CodecParams& params, const void* x, DType dtype, std::uint
 void decode_row(const CodecParams& params, const std::uint8_t* codes, const float* norms,
                 float* y) {
   const int head_dim = params.head_dim;
+  if (params.format == RowFormat::fp8) return decode_fp8_row(codes, norms[0], head_dim, y);
   const int bits = format_bits(params.format);
   const float* centroids = codebook(bits).data();
   float scales[2];
@@ -162,8 +177,7 @@ void decode_row(const CodecParams& params, const std::uint8_t* codes, const floa
     }
   }
   for (int j = 0; j < head_dim; ++j) {
-    const int code = bits == 4 ? unpack_nibble(codes[j / 2], j) : codes[j];
-    y[j] = centroids[code] * scales[j / kD512HalfLength];
+    y[j] = centroids[read_code(codes, bits, j)] * scales[j / kD512HalfLength];
   }
 }
 

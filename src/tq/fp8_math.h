@@ -25,14 +25,18 @@ TD_HOST_DEVICE std::uint32_t float_bits(float x) {
 }
 
 // The row scale from the row's largest magnitude: amax / 448 (0 for a zero row).
-TD_HOST_DEVICE float row_scale(float amax) { return amax / kMaxFinite; }
+TD_HOST_DEVICE float row_scale(float amax) {
+  return amax / kMaxFinite;
+}
 
-// E4M3 code of x / scale: round to nearest even, saturated to ±448; NaN (or a NaN scale) gives
-// the NaN code; a zero scale gives 0.
+// E4M3 code of x / scale: round to nearest even, saturated to ±448. A NaN x (or scale) gives
+// the NaN code; otherwise a zero scale (a zero row) gives 0. NaN is tested first: a row whose
+// only nonzero element is NaN has scale 0 (fmaxf ignores NaN) and must keep that NaN.
 TD_HOST_DEVICE unsigned char encode(float x, float scale) {
+  if (x != x || scale != scale) return kNaN;
   if (scale == 0.0f) return 0;
   const float q = x / scale;
-  if (q != q) return kNaN;
+  if (q != q) return kNaN;  // ±∞ / ±∞
   const unsigned char sign = (float_bits(q) >> 31) ? 0x80 : 0x00;
   const float a = fabsf(q);
   if (a >= kMaxFinite) return sign | 0x7e;
@@ -44,8 +48,8 @@ TD_HOST_DEVICE unsigned char encode(float x, float scale) {
   bits += 0x7ffffu + ((bits >> 20) & 1u);
   const int exponent = static_cast<int>(bits >> 23) - 127;  // -6 … 8
   const unsigned mantissa = (bits >> 20) & 7u;
-  const unsigned code = (static_cast<unsigned>(exponent + 7) << 3) | mantissa;
-  return sign | static_cast<unsigned char>(code > 0x7eu ? 0x7eu : code);
+  // a < 448 rounds at most to 448 (code 0x7E), never into the NaN code.
+  return sign | static_cast<unsigned char>((static_cast<unsigned>(exponent + 7) << 3) | mantissa);
 }
 
 // The E4M3 value of a code (without the row scale): exact in f32, and in f16.

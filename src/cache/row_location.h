@@ -1,0 +1,71 @@
+// Where a token's row lives in a cache's storage (SPEC §1.3, §1.7), shared by the CPU append,
+// the CUDA append kernel and the host checks. Every storage part is [blocks, n_kv_heads,
+// block_rows, ...]: a block is a slot of `capacity` rows (contiguous cache) or a page of
+// page_size rows named by the block table (paged cache). Position p of a slot has logical row
+// p (linear) or p mod capacity (ring); a paged cache keeps logical row r in row r mod P of page
+// block_table[slot][r / P].
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+#include "turbodecode/kv_cache.h"
+
+namespace turbodecode::cache {
+
+// A row of the storage: block < 0 means the (slot, position) names nothing the cache holds.
+struct RowLocation {
+  std::int64_t block;
+  std::int64_t row;
+};
+
+struct RowAddressing {
+  std::int64_t slots, capacity, pages;
+  int page_shift;  // log2(page_size); unused by a contiguous cache
+  bool ring, paged;
+  const std::int32_t* block_table;  // host or device memory, as the cache's
+  std::int64_t table_slot_stride, table_page_stride;
+
+  // The logical row of a position, or −1 for a negative one or one past a linear cache. Only
+  // a ring wraps, and a position at or past the capacity then means the capacity fits 32 bits,
+  // so the remainder is a 32-bit one.
+  TD_HOST_DEVICE std::int64_t logical_row(std::int32_t position) const {
+    if (position < 0) return -1;
+    if (position < capacity) return position;
+    if (!ring) return -1;
+    return static_cast<std::uint32_t>(position) % static_cast<std::uint32_t>(capacity);
+  }
+
+  // The block holding a logical row of a slot (its block table entry when paged), or −1 for
+  // an unknown slot or a row that names none. Reads the block table: the one dependent load.
+  TD_HOST_DEVICE std::int64_t block_of(std::int32_t slot, std::int64_t logical) const {
+    if (slot < 0 || slot >= slots || logical < 0) return -1;
+    if (!paged) return slot;
+    return block_table[slot * table_slot_stride + (logical >> page_shift) * table_page_stride];
+  }
+
+  // The storage row of a logical row in `block` (from block_of), or block −1 where that block
+  // is not one of the cache's.
+  TD_HOST_DEVICE RowLocation locate(std::int64_t block, std::int64_t logical) const {
+    if (block < 0) return {-1, 0};
+    if (!paged) return {block, logical};
+    if (block >= pages) return {-1, 0};
+    return {block, logical & ((std::int64_t{1} << page_shift) - 1)};
+  }
+
+  TD_HOST_DEVICE RowLocation locate(std::int32_t slot, std::int32_t position) const {
+    const std::int64_t logical = logical_row(position);
+    return locate(block_of(slot, logical), logical);
+  }
+};
+
+// The addressing of a validated cache view.
+RowAddressing row_addressing(const KvCacheView& cache);
+
+// The leading extents of every storage part of a valid configuration.
+struct StorageGrid {
+  std::int64_t blocks, heads, block_rows;
+};
+StorageGrid storage_grid(const KvCacheConfig& config);
+
+}  // namespace turbodecode::cache
