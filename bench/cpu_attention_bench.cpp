@@ -1,8 +1,9 @@
 // CPU decode attention against this machine's own memory read bandwidth, measured in the same
 // run (SPEC §6 applied to the CPU backend). Shape: B = 1, L = 32,768, D = 256, 16 query / 8 KV
-// heads, F16 K with 8-bit TQ V and with F16 V. Each timed call reads a different slot of a
-// cache several times larger than the last-level cache, so the bytes come from DRAM.
-//   cpu_attention_bench [--json]
+// heads, every K format × V format pair, one query row or a run of four (SPEC §2.8). Each
+// timed call reads a different slot of a cache several times larger than the last-level
+// cache, so the bytes come from DRAM.
+//   cpu_attention_bench [--json] [--k-formats f16,tq8] [--v-formats ...] [--query-tokens 1,4]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,7 +29,9 @@ constexpr std::int64_t kBandwidthBufferBytes = std::int64_t{2} << 30;  // ≫ a 
 constexpr int kBandwidthPasses = 7;
 constexpr std::int64_t kLength = 32768;
 constexpr int kHeadDim = 256, kHeads = 16, kKvHeads = 8;
-constexpr std::int64_t kSlots = 6;  // rotated through: 1.2-1.6 GB of cache per format
+// Slots rotated through: at least 6, and a cache of at least 2 GB (≫ a 480 MiB LLC).
+constexpr std::int64_t kMinSlots = 6;
+constexpr std::int64_t kMinCacheBytes = std::int64_t{2} << 30;
 constexpr int kWarmupRuns = 3, kTimedRuns = 15;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -103,46 +106,77 @@ void fill_cache(const KvCacheView& cache) {
 }
 
 struct AttentionResult {
-  std::string v_format;
+  RowFormat k_format, v_format;
+  int query_tokens;
   std::int64_t bytes;
   double median_us, best_us, gbs;
 };
 
-AttentionResult measure_attention(RowFormat v_format) {
-  const KvCacheConfig config{kSlots,         kKvHeads, kLength, kHeadDim,   LayerKind::linear,
-                             RowFormat::f16, v_format, 1.0f,    Device::cpu};
+AttentionResult measure_attention(RowFormat k_format, RowFormat v_format, int query_tokens) {
+  KvCacheConfig config{1,        kKvHeads, kLength, kHeadDim,   LayerKind::linear,
+                       k_format, v_format, 1.0f,    Device::cpu};
+  const std::int64_t slot_bytes = kLength * kKvHeads * bytes_per_position(config);
+  config.slots = std::max(kMinSlots, (kMinCacheBytes + slot_bytes - 1) / slot_bytes);
   KvCache cache(config);
   fill_cache(cache.view());
   DecodeOptions options;
   options.n_heads = kHeads;
-  const DecodePlan plan = plan_decode(config, options, 1);
-  Buffer q(Device::cpu, kHeads * kHeadDim * 4), out(Device::cpu, kHeads * kHeadDim * 4);
+  options.query_tokens = query_tokens;
+  const DecodePlan plan = plan_decode(config, options, query_tokens);
+  const std::int64_t floats = query_tokens * kHeads * kHeadDim;
+  Buffer q(Device::cpu, floats * 4), out(Device::cpu, floats * 4);
   q.fill_bytes(0);
   Buffer workspace(Device::cpu, plan.workspace_bytes);
-  const std::int32_t position = kLength - 1;
-  Buffer pos_buffer(Device::cpu, 4);
-  pos_buffer.copy_from_host(&position, 4);
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(query_tokens));
+  for (int t = 0; t < query_tokens; ++t) {
+    positions[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(kLength - query_tokens + t);
+  }
+  Buffer pos_buffer(Device::cpu, query_tokens * 4);
+  pos_buffer.copy_from_host(positions.data(), query_tokens * 4);
   std::vector<Buffer> slot_buffers;
-  for (std::int32_t s = 0; s < kSlots; ++s) {
-    slot_buffers.emplace_back(Device::cpu, 4);
-    slot_buffers.back().copy_from_host(&s, 4);
+  for (std::int32_t s = 0; s < config.slots; ++s) {
+    const std::vector<std::int32_t> slots(static_cast<std::size_t>(query_tokens), s);
+    slot_buffers.emplace_back(Device::cpu, query_tokens * 4);
+    slot_buffers.back().copy_from_host(slots.data(), query_tokens * 4);
   }
   std::vector<double> times;
   for (int run = 0; run < kWarmupRuns + kTimedRuns; ++run) {
-    const Buffer& slot = slot_buffers[static_cast<std::size_t>(run % kSlots)];
+    const Buffer& slot = slot_buffers[static_cast<std::size_t>(run % config.slots)];
     const auto start = std::chrono::steady_clock::now();
-    run_decode(plan, cache.view(), q.view(DType::f32, {1, kHeads, kHeadDim}),
-               slot.view(DType::i32, {1}), pos_buffer.view(DType::i32, {1}),
-               out.view(DType::f32, {1, kHeads, kHeadDim}),
+    run_decode(plan, cache.view(), q.view(DType::f32, {query_tokens, kHeads, kHeadDim}),
+               slot.view(DType::i32, {query_tokens}), pos_buffer.view(DType::i32, {query_tokens}),
+               out.view(DType::f32, {query_tokens, kHeads, kHeadDim}),
                workspace.view(DType::u8, {plan.workspace_bytes}));
     if (run >= kWarmupRuns) times.push_back(seconds_since(start));
   }
-  // K + V codes + norms of every visible position and KV head, plus q in and out back.
-  const std::int64_t bytes =
-      kLength * kKvHeads * bytes_per_position(config) + 2 * kHeads * kHeadDim * 4;
+  // K + V codes + norms of every visible position and KV head (read once for the whole run),
+  // plus q in and out back.
+  const std::int64_t bytes = slot_bytes + 2 * floats * 4;
   const double t = median(times);
   const double best = *std::min_element(times.begin(), times.end());
-  return {format_name(v_format), bytes, t * 1e6, best * 1e6, static_cast<double>(bytes) / t / 1e9};
+  return {k_format,
+          v_format,
+          query_tokens,
+          bytes,
+          t * 1e6,
+          best * 1e6,
+          static_cast<double>(bytes) / t / 1e9};
+}
+
+// A comma-separated list after `flag` in argv, or `fallback`.
+std::vector<std::string> list_argument(int argc, char** argv, const std::string& flag,
+                                       const std::string& fallback) {
+  std::string text = fallback;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (argv[i] == flag) text = argv[i + 1];
+  }
+  std::vector<std::string> items;
+  for (std::size_t begin = 0; begin <= text.size();) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
 }
 
 }  // namespace
@@ -150,10 +184,20 @@ AttentionResult measure_attention(RowFormat v_format) {
 
 int main(int argc, char** argv) {
   using namespace turbodecode;
-  const bool json = argc > 1 && std::string(argv[1]) == "--json";
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json = json || std::string(argv[i]) == "--json";
+  const auto k_names = list_argument(argc, argv, "--k-formats", "f16,fp8,tq4,tq8");
+  const auto v_names = list_argument(argc, argv, "--v-formats", "f16,fp8,tq3,tq4,tq5,tq6,tq8");
+  const auto token_counts = list_argument(argc, argv, "--query-tokens", "1,4");
   const Bandwidth bandwidth = measure_read_bandwidth();
   std::vector<AttentionResult> results;
-  for (RowFormat v : {RowFormat::tq8, RowFormat::f16}) results.push_back(measure_attention(v));
+  for (const std::string& tokens : token_counts) {
+    for (const std::string& k : k_names) {
+      for (const std::string& v : v_names) {
+        results.push_back(measure_attention(parse_format(k), parse_format(v), std::stoi(tokens)));
+      }
+    }
+  }
 
   if (json) {
     nlohmann::json report = {
@@ -166,8 +210,9 @@ int main(int argc, char** argv) {
           {"heads", kHeads},
           {"kv_heads", kKvHeads}}}};
     for (const auto& r : results) {
-      report["attention"].push_back({{"k_format", "f16"},
-                                     {"v_format", r.v_format},
+      report["attention"].push_back({{"k_format", format_name(r.k_format)},
+                                     {"v_format", format_name(r.v_format)},
+                                     {"query_tokens", r.query_tokens},
                                      {"bytes", r.bytes},
                                      {"median_us", r.median_us},
                                      {"best_us", r.best_us},
@@ -179,11 +224,12 @@ int main(int argc, char** argv) {
   }
   fmt::print("threads {}: read bandwidth best {:.1f} GB/s, median {:.1f} GB/s\n", cpu_threads(),
              bandwidth.best_gbs, bandwidth.median_gbs);
-  fmt::print("decode B=1 L={} D={} heads {}/{} K f16\n", kLength, kHeadDim, kHeads, kKvHeads);
-  fmt::print("{:>8} {:>12} {:>12} {:>10} {:>10} {:>12}\n", "V", "bytes", "median us", "best us",
-             "GB/s", "of read BW");
+  fmt::print("decode B=1 L={} D={} heads {}/{}\n", kLength, kHeadDim, kHeads, kKvHeads);
+  fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10} {:>10} {:>8} {:>11}\n", "K", "V", "q_len", "bytes",
+             "median us", "best us", "GB/s", "of read BW");
   for (const auto& r : results) {
-    fmt::print("{:>8} {:>12} {:>12.0f} {:>10.0f} {:>10.1f} {:>11.0f}%\n", r.v_format, r.bytes,
+    fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10.0f} {:>10.0f} {:>8.1f} {:>10.0f}%\n",
+               format_name(r.k_format), format_name(r.v_format), r.query_tokens, r.bytes,
                r.median_us, r.best_us, r.gbs, 100.0 * r.gbs / bandwidth.best_gbs);
   }
   return 0;

@@ -3,6 +3,7 @@
 //   s_p ← softcap · tanh(s_p / softcap) when softcap > 0,
 //   o   = Σ_p softmax(s)_p · v_p over the visible rows p  (TQ V: v̂_p, rotated basis),
 // then o ← R_D⁻¹(o) for TQ V unless the rotated result is asked for. No visible row: o = 0.
+// lse = log Σ_p exp(s_p) over the visible rows p (SPEC §2.9), −∞ when there are none.
 #include "reference/attention_oracle.h"
 
 #include <algorithm>
@@ -117,10 +118,12 @@ class QueryGroup {
 
 // Attention of a query group over `rows` rows, all visible; key_at(p) and value_at(p) point at
 // row p's values. Returns [heads, D]: each head's softmax-weighted sum of the value rows, zeros
-// when there are no rows. Each row is read once for all heads, in place.
+// when there are no rows; appends each head's lse to `lse` when given. Each row is read once
+// for all heads, in place.
 template <class KeyAt, class ValueAt>
 std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt key_at,
-                           ValueAt value_at, double scale, double softcap) {
+                           ValueAt value_at, double scale, double softcap,
+                           std::vector<double>* lse = nullptr) {
   const std::size_t heads = queries.heads(), dim = queries.dim();
   std::vector<double> dots(heads), scores(heads * rows);  // scores [heads, rows]
   for (std::size_t p = 0; p < rows; ++p) {
@@ -128,7 +131,10 @@ std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt ke
     for (std::size_t h = 0; h < heads; ++h) scores[h * rows + p] = capped(scale * dots[h], softcap);
   }
   std::vector<double> out(heads * dim, 0.0);
-  if (rows == 0) return out;
+  if (rows == 0) {
+    if (lse != nullptr) lse->insert(lse->end(), heads, -INFINITY);
+    return out;
+  }
   std::vector<double> max(heads), total(heads, 0.0);
   for (std::size_t h = 0; h < heads; ++h) {
     const auto head_scores = scores.begin() + static_cast<std::ptrdiff_t>(h * rows);
@@ -145,6 +151,7 @@ std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt ke
   }
   for (std::size_t h = 0; h < heads; ++h) {
     for (std::size_t j = 0; j < dim; ++j) out[h * dim + j] /= total[h];
+    if (lse != nullptr) lse->push_back(max[h] + std::log(total[h]));
   }
   return out;
 }
@@ -154,7 +161,8 @@ std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt ke
 std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptions& options,
                                      const std::vector<float>& q,
                                      const std::vector<std::int32_t>& slot_ids,
-                                     const std::vector<std::int32_t>& seq_pos) {
+                                     const std::vector<std::int32_t>& seq_pos,
+                                     std::vector<double>* lse) {
   const KvCacheConfig& c = cache.config;
   const auto dim = static_cast<std::size_t>(c.head_dim);
   const auto heads = static_cast<std::size_t>(options.n_heads);
@@ -164,6 +172,7 @@ std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptio
   const bool unrotate_output = is_quantized(c.v_format) && !options.rotated_output;
   std::vector<double> out;
   out.reserve(slot_ids.size() * heads * dim);
+  if (lse != nullptr) lse->clear();
   for (std::size_t i = 0; i < slot_ids.size(); ++i) {
     const std::vector<std::int64_t> rows = visible_rows(c, options, seq_pos[i]);
     for (int kv = 0; kv < c.n_kv_heads; ++kv) {
@@ -181,7 +190,7 @@ std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptio
       }
       const std::vector<double> o = attend(
           queries, rows.size(), [&](std::size_t p) { return keys[p].data(); },
-          [&](std::size_t p) { return values[p].data(); }, scale, options.softcap);
+          [&](std::size_t p) { return values[p].data(); }, scale, options.softcap, lse);
       for (std::size_t g = 0; g < group; ++g) {
         Row head(o.begin() + static_cast<std::ptrdiff_t>(g * dim),
                  o.begin() + static_cast<std::ptrdiff_t>((g + 1) * dim));

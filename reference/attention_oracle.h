@@ -13,11 +13,15 @@ namespace turbodecode::oracle {
 
 // Decode attention of n queries over a cache whose storage lives on the host.
 // q: [n, n_heads, D] contiguous; slot_ids, seq_pos: [n]. Returns [n, n_heads, D]: o, or
-// R_D(o) when V is TQ and options.rotated_output is set.
+// R_D(o) when V is TQ and options.rotated_output is set. With `lse`, also fills it with
+// [n, n_heads] log Σ exp(score) over each row's visible positions (SPEC §2.9). Each row is
+// computed on its own from its position: a run of options.query_tokens rows (SPEC §2.8)
+// means nothing more than that.
 std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptions& options,
                                      const std::vector<float>& q,
                                      const std::vector<std::int32_t>& slot_ids,
-                                     const std::vector<std::int32_t>& seq_pos);
+                                     const std::vector<std::int32_t>& seq_pos,
+                                     std::vector<double>* lse = nullptr);
 
 // Attention of one query token over `positions` unquantized rows, all visible: the exact
 // result a quantized cache approximates. q [n_heads, D]; k, v [positions, n_kv_heads, D].

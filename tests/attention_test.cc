@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "attention/state.h"
-#include "attention_cases.h"
 #include "common/f16.h"
+#include "cpu_decode_call.h"
+#include "decode_cases.h"
 #include "reference/attention_oracle.h"
 #include "test_support.h"
 #include "turbodecode/attention.h"
@@ -24,219 +25,57 @@ namespace {
 
 using testing::fresh_seed;
 
-// Fills every row of a CPU cache with random contents: F16 rows ~ N(0, 1), TQ codes uniform
-// over the codebook, norms of the size real rows of N(0, 1) values have. Fast enough for
-// caches of tens of MB: values come from a table of Gaussians picked by a cheap generator.
-void fill_random(const KvCacheView& cache, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::uint16_t> gaussians(4096);
-  std::normal_distribution<float> normal;
-  for (auto& g : gaussians) g = f32_to_f16(normal(rng));
-  testing::fill_random_cache(cache, rng, [&] { return gaussians[rng() & 4095]; });
-}
+using testing::DecodeCall;
+using testing::fill_random;
 
-// Host tensors of one run_decode call: q, out (NaN-poisoned), indices and workspace.
-struct DecodeCall {
-  DecodeCall(const DecodePlan& plan, const std::vector<std::int32_t>& slots,
-             const std::vector<std::int32_t>& positions, std::uint64_t seed,
-             std::int64_t row_padding = 0)
-      : n(static_cast<std::int64_t>(slots.size())),
-        heads(plan.options.n_heads),
-        dim(plan.cache.head_dim),
-        padded_dim(dim + row_padding),
-        q_values(testing::gaussian(static_cast<std::size_t>(n * heads * dim), seed)),
-        q_buffer(Device::cpu, n * heads * padded_dim * 4),
-        out_buffer(Device::cpu, n * heads * padded_dim * 4),
-        slot_buffer(testing::to_device(Device::cpu, slots)),
-        pos_buffer(testing::to_device(Device::cpu, positions)),
-        workspace_buffer(Device::cpu, std::max<std::int64_t>(plan.workspace_bytes, 1)) {
-    q_buffer.fill_bytes(0xFF);
-    for (std::int64_t r = 0; r < n * heads; ++r) {
-      std::memcpy(q_buffer.view(DType::f32, {n * heads, padded_dim}).as<float>() + r * padded_dim,
-                  q_values.data() + r * dim, static_cast<std::size_t>(dim) * 4);
-    }
-    out_buffer.fill_bytes(0xFF);
-  }
+// Formats whose rows the matrix covers.
+constexpr RowFormat kKFormats[] = {RowFormat::f16, RowFormat::tq4, RowFormat::tq8};
+constexpr RowFormat kVFormats[] = {RowFormat::f16, RowFormat::tq4, RowFormat::tq8};
 
-  TensorView rows(const Buffer& buffer) const {
-    TensorView view = buffer.view(DType::f32, {n, heads, dim});
-    view.strides = {heads * padded_dim, padded_dim, 1, 0};
-    return view;
-  }
-  TensorView q() const { return rows(q_buffer); }
-  TensorView out() const { return rows(out_buffer); }
-  TensorView slot_ids() const { return slot_buffer.view(DType::i32, {n}); }
-  TensorView seq_pos() const { return pos_buffer.view(DType::i32, {n}); }
-  TensorView workspace() const {
-    return workspace_buffer.view(DType::u8, {workspace_buffer.bytes()});
-  }
-
-  void run(const DecodePlan& plan, const KvCacheView& cache) const {
-    run_decode(plan, cache, q(), slot_ids(), seq_pos(), out(), workspace());
-  }
-  // Output of query i (all heads, contiguous).
-  std::vector<float> output(std::int64_t i) const {
-    std::vector<float> values(static_cast<std::size_t>(heads * dim));
-    const float* base = out().as<float>();
-    for (std::int64_t h = 0; h < heads; ++h) {
-      std::memcpy(values.data() + h * dim, base + (i * heads + h) * padded_dim,
-                  static_cast<std::size_t>(dim) * 4);
-    }
-    return values;
-  }
-  bool out_untouched() const {
-    const auto* bytes = static_cast<const std::uint8_t*>(out_buffer.data());
-    return std::all_of(bytes, bytes + out_buffer.bytes(), [](std::uint8_t b) { return b == 0xFF; });
-  }
-
-  std::int64_t n, heads, dim, padded_dim;
-  std::vector<float> q_values;
-  Buffer q_buffer, out_buffer, slot_buffer, pos_buffer, workspace_buffer;
-};
+// Relative L2 of a row against the oracle (SPEC §5), and the lse's error against the oracle's.
+constexpr double kTolerance = 2e-3;
+constexpr double kLseTolerance = 1e-4;
 
 // ---------------------------------------------------------------------------------------------
-// The matrix: every mask kind and ring state × V format × split count is run; head dim, K
-// format, GQA ratio, softcap, rotated output, padded rows, window and lengths rotate through
-// their values from a fixed design seed, while the data of every case is fresh.
-
-enum class Visibility { causal, sliding_linear, ring_unwrapped, ring_wrapped };
-
-struct MatrixCase {
-  Visibility visibility;
-  RowFormat v_format;
-  int fixed_splits;
-  int head_dim;
-  RowFormat k_format;
-  int group;
-  int n_kv_heads;
-  bool softcap;
-  bool rotated_output;
-  float scale;              // 0 (1/√D), or as Gemma passes it
-  float scale_factor_d512;  // `sf` of SPEC §1.2
-  std::int64_t row_padding;
-  std::int64_t capacity;
-  std::int64_t window;
-  std::vector<std::int32_t> positions;  // one query per slot
-
-  std::string describe() const {
-    static const char* kVisibility[] = {"causal", "sliding_linear", "ring", "ring_wrapped"};
-    std::string s =
-        std::string(kVisibility[static_cast<int>(visibility)]) + " D=" + std::to_string(head_dim) +
-        " K=" + format_name(k_format) + " V=" + format_name(v_format) +
-        " group=" + std::to_string(group) + " kv_heads=" + std::to_string(n_kv_heads) +
-        " splits=" + std::to_string(fixed_splits) + " softcap=" + std::to_string(softcap) +
-        " rotated=" + std::to_string(rotated_output) + " scale=" + std::to_string(scale) +
-        " sf=" + std::to_string(scale_factor_d512) + " cap=" + std::to_string(capacity) +
-        " window=" + std::to_string(window) + " pos=";
-    for (auto p : positions) s += std::to_string(p) + ",";
-    return s;
-  }
-};
-
-// Lengths the matrix draws from: 1 (splits that see nothing), tile and split edges, long ones.
-constexpr std::int32_t kLengths[] = {1,   2,    17,   32,   33,   100,  511,
-                                     513, 1024, 1500, 2047, 3000, 4097, 5000};
-
-std::vector<MatrixCase> matrix_cases() {
-  std::mt19937 design(20261129);  // fixed: the design is reproducible, the data is not
-  const auto pick = [&](auto const& values) { return values[design() % std::size(values)]; };
-  const RowFormat v_formats[] = {RowFormat::tq4, RowFormat::tq5, RowFormat::tq6, RowFormat::tq8,
-                                 RowFormat::f16};
-  const int splits[] = {1, 3, 32, 0};
-  std::vector<MatrixCase> cases;
-  for (int round = 0; round < 2; ++round) {  // two draws of the rotating dimensions
-    for (int vis = 0; vis < 4; ++vis) {
-      for (RowFormat v : v_formats) {
-        for (int s : splits) {
-          MatrixCase c{static_cast<Visibility>(vis),
-                       v,
-                       s,
-                       0,
-                       {},
-                       0,
-                       0,
-                       false,
-                       false,
-                       0.0f,
-                       1.0f,
-                       0,
-                       0,
-                       0,
-                       {}};
-          c.head_dim = pick(std::array{256, 512});
-          c.k_format = pick(std::array{RowFormat::f16, RowFormat::f16, RowFormat::tq8,
-                                       RowFormat::tq4, RowFormat::tq5, RowFormat::tq6});
-          c.group = pick(std::array{1, 2, 8});
-          c.n_kv_heads = pick(std::array{1, 2});
-          c.softcap = design() % 2;
-          c.rotated_output = design() % 2;
-          c.scale = pick(std::array{0.0f, 0.0f, 1.0f, 0.03f});
-          c.scale_factor_d512 = pick(std::array{1.0f, 2.5f});
-          c.row_padding = pick(std::array{0, 0, 32});
-          const bool ring = vis >= 2;
-          c.capacity = ring ? pick(std::array{64, 1000, 4096}) : 5000;
-          c.window = vis == 0 ? 0 : pick(std::array<std::int64_t, 4>{0, 1, 100, 700});
-          for (int q = 0; q < 3; ++q) {
-            std::int32_t len = pick(kLengths);
-            if (vis == 2) len = 1 + len % static_cast<std::int32_t>(c.capacity - 1);  // never fills
-            if (vis == 3) len = static_cast<std::int32_t>(c.capacity) + len;          // wrapped
-            c.positions.push_back(len - 1);
-          }
-          cases.push_back(c);
-        }
-      }
-    }
-  }
-  return cases;
-}
+// The matrix (decode_cases.h): every visibility × K format × V format, the other dimensions
+// rotating; each row's output and lse against the oracle.
 
 TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
-  const std::vector<MatrixCase> cases = matrix_cases();
-  double worst = 0.0;
-  for (const MatrixCase& mc : cases) {
+  const std::vector<testing::DecodeCase> cases = testing::decode_matrix(kKFormats, kVFormats);
+  double worst = 0.0, worst_lse = 0.0;
+  std::size_t rows = 0;
+  for (const testing::DecodeCase& dc : cases) {
     const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE(mc.describe() + " seed=" + std::to_string(seed));
-    const bool ring = mc.visibility >= Visibility::ring_unwrapped;
-    KvCacheConfig config{static_cast<std::int64_t>(mc.positions.size()),
-                         mc.n_kv_heads,
-                         mc.capacity,
-                         mc.head_dim,
-                         ring ? LayerKind::ring : LayerKind::linear,
-                         mc.k_format,
-                         mc.v_format,
-                         mc.scale_factor_d512,
-                         Device::cpu};
-    KvCache cache(config);
+    SCOPED_TRACE(dc.describe() + " seed=" + std::to_string(seed));
+    KvCache cache(dc.cache);
     fill_random(cache.view(), seed);
-    DecodeOptions options;
-    options.n_heads = mc.group * mc.n_kv_heads;
-    options.mask = mc.visibility == Visibility::causal           ? MaskKind::causal
-                   : mc.visibility == Visibility::sliding_linear ? MaskKind::sliding_linear
-                                                                 : MaskKind::sliding_ring;
-    options.sliding_window = mc.window;
-    options.softcap = mc.softcap ? 2.5f : 0.0f;
-    options.scale = mc.scale;
-    options.rotated_output = mc.rotated_output;
-    options.fixed_splits = mc.fixed_splits;
-    const DecodePlan plan = plan_decode(config, options, 4);
-    std::vector<std::int32_t> slots(mc.positions.size());
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      slots[i] = static_cast<std::int32_t>(slots.size() - 1 - i);
-    const DecodeCall call(plan, slots, mc.positions, seed + 1, mc.row_padding);
-    call.run(plan, cache.view());
-    const std::vector<double> expected =
-        oracle::decode_attention(cache.view(), options, call.q_values, slots, mc.positions);
+    const DecodePlan plan =
+        plan_decode(dc.cache, dc.options, static_cast<std::int64_t>(dc.slots.size()));
+    const DecodeCall call(plan, dc.slots, dc.positions, seed + 1, dc.row_padding);
+    call.run_with_lse(plan, cache.view());
+    std::vector<double> lse;
+    const std::vector<double> expected = oracle::decode_attention(
+        cache.view(), dc.options, call.q_values, dc.slots, dc.positions, &lse);
     const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
     for (std::int64_t i = 0; i < call.n; ++i) {
       const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
                                      expected.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
       const double error = testing::relative_l2(call.output(i), want);
-      EXPECT_LE(error, 2e-3) << "query " << i;
+      EXPECT_LE(error, kTolerance) << "query " << i;
       worst = std::max(worst, error);
+      const std::vector<float> got_lse = call.lse_values(i);
+      for (std::int64_t h = 0; h < call.heads; ++h) {
+        const double want_lse = lse[static_cast<std::size_t>(i * call.heads + h)];
+        const double lse_error = std::abs(got_lse[static_cast<std::size_t>(h)] - want_lse) /
+                                 std::max(1.0, std::abs(want_lse));
+        EXPECT_LE(lse_error, kLseTolerance) << "query " << i << " head " << h;
+        worst_lse = std::max(worst_lse, lse_error);
+      }
     }
+    rows += dc.slots.size();
   }
-  std::printf("[ matrix ] %zu cases, %zu query rows, worst relative L2 %.3g\n", cases.size(),
-              cases.size() * 3, worst);
+  std::printf("[ matrix ] %zu cases, %zu query rows, worst relative L2 %.3g, lse %.3g\n",
+              cases.size(), rows, worst, worst_lse);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,6 +365,110 @@ TEST(DecodeAttention, RunRejectsBadInputsAndWritesNothing) {
   const DecodeCall three(plan, {0, 1, 0}, {1, 2, 3}, fresh_seed());
   expect_rejected("q", [&] { three.run(plan, cache.view()); });
   EXPECT_TRUE(three.out_untouched());
+}
+
+TEST(DecodeAttention, PlanRejectsBadRunsAndChunks) {
+  const KvCacheConfig linear{
+      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
+  KvCacheConfig ring = linear;
+  ring.kind = LayerKind::ring;
+  DecodeOptions good;
+  good.n_heads = 4;
+  DecodeOptions ring_draft = good;
+  ring_draft.mask = MaskKind::sliding_ring;
+  ring_draft.sliding_window = 126;
+  ring_draft.query_tokens = 3;  // capacity 128 = 126 + 3 − 1: just enough
+  const auto with = [](DecodeOptions o, auto change) {
+    change(o);
+    return o;
+  };
+  for (int bad : {0, -1, kMaxQueryTokens + 1}) {
+    expect_rejected("options.query_tokens", [&] {
+      plan_decode(linear, with(good, [&](auto& o) { o.query_tokens = bad; }), 16);
+    });
+  }
+  EXPECT_NO_THROW(plan_decode(ring, ring_draft, 3));
+  expect_rejected("options.query_tokens", [&] {
+    plan_decode(ring, with(ring_draft, [](auto& o) { o.query_tokens = 4; }), 4);
+  });
+  expect_rejected("options.query_tokens", [&] {
+    plan_decode(ring, with(ring_draft, [](auto& o) { o.sliding_window = 0; }), 3);
+  });
+  expect_rejected("max_queries", [&] { plan_decode(ring, ring_draft, 2); });
+  for (std::int64_t bad : {-32, 33, 16}) {
+    expect_rejected("options.fixed_chunk_positions", [&] {
+      plan_decode(linear, with(good, [&](auto& o) { o.fixed_chunk_positions = bad; }), 1);
+    });
+  }
+  KvCacheConfig long_cache = linear;
+  long_cache.capacity = 200000;  // 6251 chunks of 32 at worst
+  expect_rejected("options.fixed_chunk_positions", [&] {
+    plan_decode(long_cache, with(good, [](auto& o) { o.fixed_chunk_positions = 32; }), 1);
+  });
+
+  // The automatic policy: 512 positions per chunk until a row would need more than 17 chunks.
+  const DecodePlan automatic = plan_decode(long_cache, good, 1);
+  EXPECT_EQ(automatic.max_chunks, 17);
+  EXPECT_EQ(automatic.chunk_positions(1), 512);
+  EXPECT_EQ(automatic.chunk_positions(8192), 512);
+  EXPECT_EQ(automatic.chunk_positions(8193), 1024);
+  EXPECT_EQ(automatic.chunk_positions(200000), 16384);
+  const DecodePlan fixed =
+      plan_decode(linear, with(good, [](auto& o) { o.fixed_chunk_positions = 64; }), 1);
+  EXPECT_EQ(fixed.chunk_positions(100), 64);
+  EXPECT_EQ(fixed.max_chunks, 3);  // 128 positions starting mid-chunk
+}
+
+TEST(DecodeAttention, RunRejectsBadRunsAndLseAndWritesNothing) {
+  const KvCacheConfig config{
+      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq4, 1.0f, Device::cpu};
+  KvCache cache(config);
+  fill_random(cache.view(), fresh_seed());
+  DecodeOptions options;
+  options.n_heads = 4;
+  options.query_tokens = 2;
+  const DecodePlan plan = plan_decode(config, options, 4);
+  const DecodeCall call(plan, {1, 1, 0, 0}, {5, 6, 126, 127}, fresh_seed());
+  struct Args {
+    TensorView q, slot_ids, seq_pos, out, lse;
+  };
+  const Args good{call.q(), call.slot_ids(), call.seq_pos(), call.out(), call.lse()};
+  const auto run_with = [&](const std::string& argument, auto change) {
+    Args a = good;
+    change(a);
+    expect_rejected(argument, [&] {
+      run_decode(plan, cache.view(), a.q, a.slot_ids, a.seq_pos, a.out, a.lse, call.workspace());
+    });
+    EXPECT_TRUE(call.out_untouched()) << argument;
+  };
+  std::vector<std::int32_t> split_run = {1, 0, 0, 0}, gap = {5, 7, 126, 127},
+                            backwards = {6, 5, 126, 127};
+  const Buffer split_buffer = testing::to_device(Device::cpu, split_run);
+  const Buffer gap_buffer = testing::to_device(Device::cpu, gap);
+  const Buffer backwards_buffer = testing::to_device(Device::cpu, backwards);
+  run_with("slot_ids", [&](Args& a) { a.slot_ids = split_buffer.view(DType::i32, {4}); });
+  run_with("seq_pos", [&](Args& a) { a.seq_pos = gap_buffer.view(DType::i32, {4}); });
+  run_with("seq_pos", [&](Args& a) { a.seq_pos = backwards_buffer.view(DType::i32, {4}); });
+  run_with("q", [&](Args& a) {  // three rows: not whole runs
+    a.q = a.q.slice(0, 0, 3);
+    a.out = a.out.slice(0, 0, 3);
+    a.lse = a.lse.slice(0, 0, 3);
+    a.slot_ids = a.slot_ids.slice(0, 0, 3);
+    a.seq_pos = a.seq_pos.slice(0, 0, 3);
+  });
+  run_with("lse", [&](Args& a) { a.lse.dtype = DType::f16; });
+  run_with("lse", [&](Args& a) { a.lse.shape[1] = 2; });
+  run_with("lse", [&](Args& a) { a.lse.strides[1] = 2; });
+  run_with("lse", [&](Args& a) { a.lse.data = a.q.data; });
+  run_with("lse", [&](Args& a) { a.lse.data = a.out.data; });
+  run_with("lse", [&](Args& a) { a.lse.data = call.workspace().data; });
+
+  // The good call runs, and writes lse.
+  run_decode(plan, cache.view(), good.q, good.slot_ids, good.seq_pos, good.out, good.lse,
+             call.workspace());
+  for (std::int64_t i = 0; i < 4; ++i) {
+    for (float x : call.lse_values(i)) EXPECT_TRUE(std::isfinite(x));
+  }
 }
 
 }  // namespace

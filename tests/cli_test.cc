@@ -1,6 +1,8 @@
 // Runs the turbodecode CLI binary on small inputs and checks what it prints and writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -139,6 +141,51 @@ TEST_F(Cli, AttentionMatchesExactAttentionOnUserTensors) {
   ASSERT_EQ(out.shape, (std::vector<std::int64_t>{1, heads, dim}));
   const float* o = out.view().as<const float>();
   EXPECT_GE(testing::cosine(std::vector<float>(o, o + exact.size()), exact), 0.9995);
+}
+
+// Three queries as one run of a slot's last three tokens (--query-tokens): each row attends
+// to the positions up to its own, and --lse writes log Σ exp(score) of each row and head.
+TEST_F(Cli, AttentionRunsWriteTheLseOfEachRow) {
+  SCOPED_TRACE(seed_);
+  const int tokens = 120, rows = 3, heads = 4, kv_heads = 2, dim = 256;
+  const std::vector<float> q = testing::gaussian(rows * heads * dim, seed_);
+  const std::vector<float> k = testing::gaussian(tokens * kv_heads * dim, seed_ + 1);
+  const std::vector<float> v = testing::gaussian(tokens * kv_heads * dim, seed_ + 2);
+  write_npy(path("q.npy"), f32_tensor(q, {rows, heads, dim}));
+  write_npy(path("k.npy"), f32_tensor(k, {tokens, kv_heads, dim}));
+  write_npy(path("v.npy"), f32_tensor(v, {tokens, kv_heads, dim}));
+  const std::string inputs =
+      "attention --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+
+  const nlohmann::json report = parse_json(
+      run(inputs + " --query-tokens 3 --json --lse " + path("lse.npy") + " --v-format tq8"));
+  EXPECT_EQ(report["query_tokens"], 3);
+  EXPECT_GE(report["cosine_min"].get<double>(), 0.9995);
+  const HostTensor lse = read_npy(path("lse.npy"));
+  ASSERT_EQ(lse.shape, (std::vector<std::int64_t>{rows, heads}));
+  for (int r = 0; r < rows; ++r) {
+    const int position = tokens - rows + r;
+    for (int h = 0; h < heads; ++h) {
+      std::vector<double> scores;
+      for (int t = 0; t <= position; ++t) {
+        double dot = 0.0;
+        for (int j = 0; j < dim; ++j) {
+          const float key = f16_to_f32(f32_to_f16(k[((t * kv_heads) + h / 2) * dim + j]));
+          dot += static_cast<double>(q[(r * heads + h) * dim + j]) * key;
+        }
+        scores.push_back(dot / 16.0);
+      }
+      const double max = *std::max_element(scores.begin(), scores.end());
+      double total = 0.0;
+      for (double score : scores) total += std::exp(score - max);
+      EXPECT_NEAR(lse.view().as<const float>()[r * heads + h], max + std::log(total), 1e-4)
+          << "row " << r << " head " << h;
+    }
+  }
+
+  const CommandResult ragged = run(inputs + " --query-tokens 2");
+  EXPECT_NE(ragged.exit_code, 0);
+  EXPECT_NE(ragged.err.find("--query-tokens"), std::string::npos) << ragged.err;
 }
 
 TEST_F(Cli, MainJobReportsEveryFormat) {

@@ -38,7 +38,9 @@ struct AttentionOptions {
   float softcap = 0.0f;
   float scale_factor_d512 = 1.0f;
   bool rotated_output = false;
+  int query_tokens = 1;
   std::string output;
+  std::string lse;
 };
 
 // The step's tensors: q [n, n_heads, D]; k, v [T, n_kv_heads, D] (file dtype); index arrays.
@@ -86,8 +88,9 @@ std::vector<std::int32_t> load_indices(const AttentionOptions& options, const Na
 }
 
 // Missing index arrays: all tokens in slot 0; each slot's tokens at positions 0, 1, 2, ...;
-// each query in slot 0 at the last position appended to its slot.
-void fill_default_indices(StepInputs& in) {
+// each query in slot 0, each run of query_tokens queries at the last positions appended to its
+// slot (the run's last query at the slot's last position).
+void fill_default_indices(StepInputs& in, int query_tokens) {
   if (in.kv_slot.empty()) in.kv_slot.assign(static_cast<std::size_t>(in.tokens), 0);
   if (in.kv_pos.empty()) {
     std::map<std::int32_t, std::int32_t> next;
@@ -95,13 +98,16 @@ void fill_default_indices(StepInputs& in) {
   }
   if (in.q_slot.empty()) in.q_slot.assign(static_cast<std::size_t>(in.n), 0);
   if (in.q_pos.empty()) {
-    for (std::int32_t slot : in.q_slot) {
+    for (std::size_t i = 0; i < in.q_slot.size(); ++i) {
       std::int32_t last = -1;
       for (std::size_t t = 0; t < in.kv_slot.size(); ++t) {
-        if (in.kv_slot[t] == slot) last = std::max(last, in.kv_pos[t]);
+        if (in.kv_slot[t] == in.q_slot[i]) last = std::max(last, in.kv_pos[t]);
       }
       check_arg(last >= 0, "q_slot", "names a slot no token was appended to");
-      in.q_pos.push_back(last);
+      const auto later_in_run = static_cast<std::int32_t>(query_tokens - 1 - i % query_tokens);
+      check_arg(last >= later_in_run, "--query-tokens",
+                "needs each run's slot to hold at least query_tokens positions");
+      in.q_pos.push_back(last - later_in_run);
     }
   }
 }
@@ -127,7 +133,9 @@ StepInputs load_inputs(const AttentionOptions& options) {
   in.kv_pos = load_indices(options, bundle, "kv_pos", in.tokens);
   in.q_slot = load_indices(options, bundle, "q_slot", in.n);
   in.q_pos = load_indices(options, bundle, "q_pos", in.n);
-  fill_default_indices(in);
+  check_arg(in.n % options.query_tokens == 0, "--query-tokens",
+            "must divide the number of queries (" + std::to_string(in.n) + ")");
+  fill_default_indices(in, options.query_tokens);
   return in;
 }
 
@@ -224,6 +232,7 @@ std::optional<std::vector<double>> exact_for_query(const StepInputs& in,
 
 struct StepResult {
   std::vector<float> out;     // as run_decode returned it
+  std::vector<float> lse;     // [n, n_heads], when asked for
   std::vector<double> exact;  // [n, n_heads, D], when every query has an exact reference
   Fidelity fidelity;
 };
@@ -237,6 +246,7 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   options.mask = mask_kind(cli, config.kind);
   options.sliding_window = cli.window;
   options.rotated_output = cli.rotated_output;
+  options.query_tokens = cli.query_tokens;
   const DecodePlan plan = plan_decode(config, options, in.n);
 
   const KvCache cache(config);
@@ -245,16 +255,23 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   const DeviceTensor slots(config.device, DType::i32, {in.n}, in.q_slot);
   const DeviceTensor positions(config.device, DType::i32, {in.n}, in.q_pos);
   const DeviceTensor out(config.device, DType::f32, {in.n, in.n_heads, in.head_dim});
+  const std::optional<DeviceTensor> lse =
+      cli.lse.empty() ? std::nullopt
+                      : std::optional<DeviceTensor>(std::in_place, config.device, DType::f32,
+                                                    std::vector<std::int64_t>{in.n, in.n_heads});
   const DeviceTensor workspace(config.device, DType::u8,
                                {std::max<std::int64_t>(plan.workspace_bytes, 1)});
   run_decode(plan, cache.view(), q.view(), slots.view(), positions.view(), out.view(),
-             workspace.view());
+             lse ? lse->view() : TensorView{}, workspace.view());
   synchronize();
 
-  StepResult result{out.to_host_values<float>(), {}, {}};
+  StepResult result{out.to_host_values<float>(),
+                    lse ? lse->to_host_values<float>() : std::vector<float>{},
+                    {},
+                    {}};
   // The exact reference is in the original basis; compare a rotated result after undoing R_D.
   std::vector<float> comparable = result.out;
-  if (options.rotated_output && is_quantized(config.v_format)) {
+  if (options.rotated_output && is_turboquant(config.v_format)) {
     const TensorView rows =
         TensorView::contiguous(comparable.data(), DType::f32, {in.n * in.n_heads, in.head_dim});
     unrotate_rows(in.head_dim, rows, rows);
@@ -286,6 +303,7 @@ void report(const AttentionOptions& cli, const StepInputs& in, const StepResult&
                                    {"k_format", cli.k_format},
                                    {"v_format", cli.v_format},
                                    {"layer", cli.layer},
+                                   {"query_tokens", cli.query_tokens},
                                    {"output", cli.output}};
     if (has_exact) {
       json["cosine_mean"] = result.fidelity.mean_cosine();
@@ -312,6 +330,7 @@ void report(const AttentionOptions& cli, const StepInputs& in, const StepResult&
         "of its position)\n");
   }
   if (!cli.output.empty()) fmt::print("output written to {}\n", cli.output);
+  if (!cli.lse.empty()) fmt::print("lse written to {}\n", cli.lse);
 }
 
 void write_output(const std::string& path, const StepInputs& in, const StepResult& result) {
@@ -329,6 +348,12 @@ void run_attention(const AttentionOptions& options) {
   const StepInputs in = load_inputs(options);
   const StepResult result = run_step(options, in);
   if (!options.output.empty()) write_output(options.output, in, result);
+  if (!options.lse.empty()) {
+    NamedTensors tensors;
+    tensors.emplace_back("lse", HostTensor::copy_of(result.lse.data(), DType::f32,
+                                                    std::vector<std::int64_t>{in.n, in.n_heads}));
+    write_tensor_file(options.lse, tensors);
+  }
   report(options, in, result);
 }
 
@@ -345,7 +370,9 @@ void add_tensor_flags(CLI::App& command, AttentionOptions& options) {
       {"kv_slot", "slot of each token, i32 [tokens] (default 0)"},
       {"kv_pos", "position of each token, i32 [tokens] (default 0, 1, ... per slot)"},
       {"q_slot", "slot of each query, i32 [n] (default 0)"},
-      {"q_pos", "position of each query, i32 [n] (default: its slot's last position)"}};
+      {"q_pos",
+       "position of each query, i32 [n] (default: its slot's last position; with "
+       "--query-tokens, each run ends there)"}};
   for (const auto& [role, help] : roles) {
     std::string flag = std::string("--") + role;
     std::replace(flag.begin(), flag.end(), '_', '-');
@@ -357,9 +384,9 @@ void add_tensor_flags(CLI::App& command, AttentionOptions& options) {
 }
 
 void add_layer_flags(CLI::App& command, AttentionOptions& options) {
-  command.add_option("--v-format", options.v_format, "V format: tq4, tq5, tq6, tq8 or f16")
+  command.add_option("--v-format", options.v_format, "V format: f16, fp8 or tq3..tq8")
       ->capture_default_str();
-  command.add_option("--k-format", options.k_format, "K format: f16 or tq4..tq8")
+  command.add_option("--k-format", options.k_format, "K format: f16, fp8 or tq3..tq8")
       ->capture_default_str();
   command.add_option("--layer", options.layer, "Cache addressing: linear or ring")
       ->check(CLI::IsMember({"linear", "ring"}))
@@ -384,6 +411,12 @@ void add_layer_flags(CLI::App& command, AttentionOptions& options) {
       ->capture_default_str();
   command.add_flag("--rotated-output", options.rotated_output,
                    "Return R_D(o) for TQ V (stats still compare o)");
+  command
+      .add_option("--query-tokens", options.query_tokens,
+                  "Query rows per slot and call: q holds runs of this many rows, each one "
+                  "slot's tokens at consecutive positions (speculative-decode verification)")
+      ->check(CLI::Range(1, kMaxQueryTokens))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -400,6 +433,9 @@ void register_attention_command(CLI::App& app) {
   command->add_option("--output", options.output,
                       "Write the output [n, n_heads, D] f32 to .npy, or to .safetensors (as 'out', "
                       "with the exact reference as 'exact')");
+  command->add_option("--lse", options.lse,
+                      "Write each row's log-sum-exp of its scores [n, n_heads] f32 to .npy or "
+                      ".safetensors (as 'lse')");
 }
 
 }  // namespace turbodecode::cli

@@ -1,7 +1,7 @@
 // run_decode: the one validation of SPEC §7, then the backend of the cache's device.
 #include "attention/decode_cpu.h"
-#include "common/validate.h"
 #include "attention/validate_decode.h"
+#include "common/validate.h"
 #include "turbodecode/attention.h"
 
 #ifdef TURBODECODE_WITH_CUDA
@@ -19,15 +19,15 @@ void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorVi
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                 const TensorView& lse, const TensorView& workspace, Stream stream) {
-  check_arg(!lse.present(), "lse", "is not supported by this build yet");
-  attention::validate_decode(plan, cache, q, slot_ids, seq_pos, out, workspace, stream);
+  attention::validate_decode(plan, cache, q, slot_ids, seq_pos, out, lse, workspace, stream);
 #ifdef TURBODECODE_WITH_CUDA
   if (plan.cache.device == Device::cuda) {
+    check_arg(!lse.present(), "lse", "is not written by the CUDA backend yet");
     cuda::run_decode(plan, cache, q, slot_ids, seq_pos, out, workspace, stream);
     return;
   }
 #endif
-  attention::run_decode_cpu(plan, cache, q, slot_ids, seq_pos, out, workspace);
+  attention::run_decode_cpu(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
 }
 
 }  // namespace turbodecode

@@ -1,6 +1,9 @@
 // plan_decode: validates the cache configuration and options once on the host, then picks the
-// split policy and sizes the workspace for the cache's device.
+// chunk policy (and the CUDA split kernel's split policy) and sizes the workspace for the
+// cache's device.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -37,6 +40,52 @@ void check_decode_reads(const KvCacheConfig& cache) {
   }
 }
 
+// CPU chunk policy (choice): a chunk covers at least 512 positions, and a long row is cut into
+// at most 17 (16 when its first position falls on a chunk boundary): enough work items for a
+// many-core host even at batch 1 with few KV heads. The constants do not depend on the thread
+// count, so results never do either.
+constexpr std::int64_t kCpuMinChunkPositions = 512;
+constexpr int kCpuMaxChunks = 17;
+// Upper bound of any row's chunk count with fixed_chunk_positions: keeps the workspace a plan
+// asks for sane.
+constexpr std::int64_t kMaxFixedChunks = 4096;
+
+// The most positions any row of this cache and mask sees.
+std::int64_t longest_visible(const KvCacheConfig& cache, const DecodeOptions& options) {
+  const bool windowed = options.mask != MaskKind::causal && options.sliding_window > 0;
+  return windowed ? std::min(cache.capacity, options.sliding_window) : cache.capacity;
+}
+
+// Chunks of a row that sees `visible` positions in chunks of `c`, at worst (SPEC §2.8: its
+// first position need not fall on a chunk boundary).
+std::int64_t worst_chunk_count(std::int64_t visible, std::int64_t c) {
+  return (visible + c - 1) / c + 1;
+}
+
+void validate_query_tokens(const KvCacheConfig& cache, const DecodeOptions& options) {
+  check_arg(options.query_tokens >= 1 && options.query_tokens <= kMaxQueryTokens,
+            "options.query_tokens", "must be in [1, " + std::to_string(kMaxQueryTokens) + "]");
+  if (cache.kind != LayerKind::ring || options.query_tokens == 1) return;
+  // The later tokens of a draft overwrite ring rows; the rows its earlier tokens see must
+  // survive them.
+  check_arg(options.sliding_window > 0, "options.query_tokens",
+            "above 1 on a ring layer needs options.sliding_window > 0");
+  check_arg(cache.capacity >= options.sliding_window + options.query_tokens - 1,
+            "options.query_tokens",
+            "needs capacity (" + std::to_string(cache.capacity) +
+                ") >= options.sliding_window + options.query_tokens - 1 on a ring layer");
+}
+
+void validate_fixed_chunks(const KvCacheConfig& cache, const DecodeOptions& options) {
+  const std::int64_t c = options.fixed_chunk_positions;
+  check_arg(c >= 0 && c % 32 == 0, "options.fixed_chunk_positions",
+            "must be 0 (automatic) or a positive multiple of 32");
+  if (c == 0) return;
+  check_arg(worst_chunk_count(longest_visible(cache, options), c) <= kMaxFixedChunks,
+            "options.fixed_chunk_positions",
+            "leaves a row more than " + std::to_string(kMaxFixedChunks) + " chunks");
+}
+
 void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
                       std::int64_t max_queries) {
   check_arg(options.n_heads > 0, "options.n_heads", "must be positive");
@@ -64,10 +113,25 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
             "options.fixed_splits",
             "must be in [0, " + std::to_string(kMaxFixedSplits) + "] (0 means automatic)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
-  check_arg(options.query_tokens == 1, "options.query_tokens",
-            "is not supported by this build yet");
-  check_arg(options.fixed_chunk_positions >= 0 && options.fixed_chunk_positions % 32 == 0,
-            "options.fixed_chunk_positions", "must be 0 (automatic) or a positive multiple of 32");
+  validate_query_tokens(cache, options);
+  check_arg(max_queries >= options.query_tokens, "max_queries",
+            "must be at least options.query_tokens");
+  validate_fixed_chunks(cache, options);
+}
+
+// The chunk policy: automatic, or every row cut into chunks of fixed_chunk_positions; either
+// way max_chunks bounds the chunks of any row this cache and mask can produce, which sizes
+// the workspace.
+attention::ChunkPolicy cpu_chunk_policy(const KvCacheConfig& cache, const DecodeOptions& options) {
+  const std::int64_t longest = longest_visible(cache, options);
+  attention::ChunkPolicy policy;
+  policy.fixed_positions = options.fixed_chunk_positions;
+  policy.min_positions = kCpuMinChunkPositions;
+  const std::int64_t c = policy.fixed_positions > 0 ? policy.fixed_positions : policy.min_positions;
+  const std::int64_t needed = worst_chunk_count(longest, c);
+  policy.max_chunks = static_cast<int>(
+      policy.fixed_positions > 0 ? needed : std::min<std::int64_t>(needed, kCpuMaxChunks));
+  return policy;
 }
 
 attention::SplitPolicy cpu_split_policy(const DecodeOptions& options) {
@@ -111,8 +175,18 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
 
   attention::SplitPolicy policy = cpu_split_policy(options);
 #ifdef TURBODECODE_WITH_CUDA
-  if (cache.device == Device::cuda) policy = cuda::choose_split_policy(plan);
+  if (cache.device == Device::cuda) {
+    // The split kernel reads one query row per slot from a contiguous cache.
+    check_arg(options.query_tokens == 1, "options.query_tokens",
+              "above 1 is not supported by the CUDA backend yet");
+    check_arg(cache.page_size == 0, "page_size",
+              "paged caches are not supported by the CUDA decode backend yet");
+    policy = cuda::choose_split_policy(plan);
+  }
 #endif
+  const attention::ChunkPolicy chunks = cpu_chunk_policy(cache, options);
+  plan.min_chunk_positions = chunks.min_positions;
+  plan.max_chunks = chunks.max_chunks;
   plan.max_splits = policy.max_splits;
   plan.min_split_tokens = policy.min_split_tokens;
   plan.target_splits = policy.target_splits;

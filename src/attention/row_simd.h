@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tq/fp8_math.h"
+
 namespace turbodecode::attention::simd {
 
 // Eight F16 values as f32.
@@ -84,6 +86,15 @@ struct CodeReader<4> {
   }
 };
 
+// FP8 E4M3 rows (SPEC §1.6): the byte's exact E4M3 value, before the row scale.
+struct Fp8Reader {
+  __m256 load(const std::uint8_t* row, int j) const {
+    alignas(32) float values[8];
+    for (int e = 0; e < 8; ++e) values[e] = fp8::decode(row[j + e]);
+    return _mm256_load_ps(values);
+  }
+};
+
 // Lane h = the sum of the eight lanes of acc[h], for Heads <= 4 rows reduced side by side:
 // each sum adds (v_i + v_i+4) pairwise in one fixed order, the same for any Heads.
 template <int Heads>
@@ -105,20 +116,24 @@ inline __m128 horizontal_sums(const __m256* acc) {
 
 // Lane h of dots[r] = Σ_{j in [begin, begin + count)} q[h][j] · row_r[j] for Heads query rows
 // against Rows stored rows: each chunk of q loaded once for all rows, each row chunk once for
-// all heads. Every (row, head) sum has its own accumulator chains, kChains of them so that
-// Heads · kChains = 4, and always the same order, whatever Rows is; count is a multiple of 32.
+// all heads. Every (row, head) sum runs over the same kDotChains accumulator chains in the same
+// order whatever Heads and Rows are, so a score never depends on which other heads or rows
+// share its block (a query row scores alike alone and in a run, SPEC §2.8); count is a
+// multiple of 8 · kDotChains.
+inline constexpr int kDotChains = 2;
+static_assert(kDotChains == 2, "dot_rows folds exactly two chains");
+
 template <int Heads, int Rows, class Reader>
 inline void dot_rows(const Reader& reader, const std::uint8_t* const* rows, const float* const* q,
                      int begin, int count, __m128* dots) {
-  constexpr int kChains = Heads >= 4 ? 1 : 4 / Heads;
-  __m256 acc[Rows][kChains][Heads];
+  __m256 acc[Rows][kDotChains][Heads];
   for (int r = 0; r < Rows; ++r) {
-    for (int c = 0; c < kChains; ++c) {
+    for (int c = 0; c < kDotChains; ++c) {
       for (int h = 0; h < Heads; ++h) acc[r][c][h] = _mm256_setzero_ps();
     }
   }
-  for (int j = begin; j < begin + count; j += 8 * kChains) {
-    for (int c = 0; c < kChains; ++c) {
+  for (int j = begin; j < begin + count; j += 8 * kDotChains) {
+    for (int c = 0; c < kDotChains; ++c) {
       __m256 k[Rows];
       for (int r = 0; r < Rows; ++r) k[r] = reader.load(rows[r], j + 8 * c);
       for (int h = 0; h < Heads; ++h) {
@@ -128,12 +143,7 @@ inline void dot_rows(const Reader& reader, const std::uint8_t* const* rows, cons
     }
   }
   for (int r = 0; r < Rows; ++r) {
-    for (int width = kChains / 2; width >= 1; width /= 2) {
-      for (int c = 0; c < width; ++c) {
-        for (int h = 0; h < Heads; ++h)
-          acc[r][c][h] = _mm256_add_ps(acc[r][c][h], acc[r][c + width][h]);
-      }
-    }
+    for (int h = 0; h < Heads; ++h) acc[r][0][h] = _mm256_add_ps(acc[r][0][h], acc[r][1][h]);
     dots[r] = horizontal_sums<Heads>(acc[r][0]);
   }
 }
@@ -147,23 +157,34 @@ inline void axpy(float w, const float* x, float* y, int count) {
   }
 }
 
-// o_h[j] += Σ_t coefs[h·coef_stride + t] · value(t, j) for Heads rows o_h and j in
-// [0, count), positions t in order, one fused multiply-add each: the same rounding as one axpy
-// per position, with each o_h chunk kept in registers across the whole tile. value(t, j) gives
-// elements [j, j + 8) of position t's row, each asked for once. Heads · Chunks accumulators
-// hide the FMA latency; count is a multiple of 8 · Chunks.
+// o_h[j] += Σ_{t in [begin[h], end[h])} coefs[h·coef_stride + t] · value(t, j) for Heads rows
+// o_h and j in [0, count), positions t in order, one fused multiply-add each: the same
+// rounding as one axpy per position, with each o_h chunk kept in registers across the whole
+// tile. value(t, j) gives elements [j, j + 8) of position t's row, asked for once per t of the
+// union of the heads' ranges. A position outside a head's range is skipped, not weighted by 0,
+// so a head never meets another head's positions (not even a NaN there). Heads · Chunks
+// accumulators hide the FMA latency; count is a multiple of 8 · Chunks.
 template <int Heads, int Chunks, class Values>
-inline void accumulate_tile(const Values& value, int positions, const float* coefs, int coef_stride,
-                            float* const* o, int count) {
+inline void accumulate_tile(const Values& value, const int* begin, const int* end,
+                            const float* coefs, int coef_stride, float* const* o, int count) {
+  int first = begin[0], last = end[0], shared_first = begin[0], shared_last = end[0];
+  for (int h = 1; h < Heads; ++h) {
+    first = std::min(first, begin[h]);
+    last = std::max(last, end[h]);
+    shared_first = std::max(shared_first, begin[h]);
+    shared_last = std::min(shared_last, end[h]);
+  }
   for (int j = 0; j < count; j += 8 * Chunks) {
     __m256 acc[Heads][Chunks];
     for (int h = 0; h < Heads; ++h) {
       for (int c = 0; c < Chunks; ++c) acc[h][c] = _mm256_loadu_ps(o[h] + j + 8 * c);
     }
-    for (int t = 0; t < positions; ++t) {
+    for (int t = first; t < last; ++t) {
       __m256 v[Chunks];
       for (int c = 0; c < Chunks; ++c) v[c] = value(t, j + 8 * c);
+      const bool every_head = t >= shared_first && t < shared_last;
       for (int h = 0; h < Heads; ++h) {
+        if (!every_head && (t < begin[h] || t >= end[h])) continue;
         const __m256 w = _mm256_broadcast_ss(coefs + h * coef_stride + t);
         for (int c = 0; c < Chunks; ++c) acc[h][c] = _mm256_fmadd_ps(w, v[c], acc[h][c]);
       }

@@ -29,10 +29,9 @@ void check_cache(const DecodePlan& plan, const KvCacheView& cache) {
   cache::check_cache_view(cache);
 }
 
-void check_index_values(const KvCacheConfig& c, const TensorView& slot_ids,
-                        const TensorView& seq_pos, Stream stream) {
-  const std::vector<std::int32_t> slots = read_indices_to_host(slot_ids, stream);
-  const std::vector<std::int32_t> positions = read_indices_to_host(seq_pos, stream);
+// Each entry names a known slot and a position the cache can hold.
+void check_entries(const KvCacheConfig& c, const std::vector<std::int32_t>& slots,
+                   const std::vector<std::int32_t>& positions) {
   for (std::size_t i = 0; i < slots.size(); ++i) {
     check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
               "entry " + std::to_string(i) + " is " + std::to_string(slots[i]) +
@@ -46,11 +45,38 @@ void check_index_values(const KvCacheConfig& c, const TensorView& slot_ids,
   }
 }
 
+// Every run of query_tokens rows is one slot's tokens at consecutive positions (SPEC §2.8).
+void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
+                const std::vector<std::int32_t>& positions) {
+  for (std::size_t first = 0; first < slots.size();
+       first += static_cast<std::size_t>(query_tokens)) {
+    for (std::size_t i = first + 1; i < first + static_cast<std::size_t>(query_tokens); ++i) {
+      const std::string rule =
+          " as entry " + std::to_string(first) +
+          " (rows of a run of options.query_tokens = " + std::to_string(query_tokens) +
+          " are one slot's consecutive tokens)";
+      check_arg(slots[i] == slots[first], "slot_ids",
+                "entry " + std::to_string(i) + " must name the same slot" + rule);
+      check_arg(positions[i] == positions[i - 1] + 1, "seq_pos",
+                "entry " + std::to_string(i) + " must be one more than entry " +
+                    std::to_string(i - 1) + rule);
+    }
+  }
+}
+
+void check_index_values(const DecodePlan& plan, const TensorView& slot_ids,
+                        const TensorView& seq_pos, Stream stream) {
+  const std::vector<std::int32_t> slots = read_indices_to_host(slot_ids, stream);
+  const std::vector<std::int32_t> positions = read_indices_to_host(seq_pos, stream);
+  check_entries(plan.cache, slots, positions);
+  check_runs(plan.options.query_tokens, slots, positions);
+}
+
 }  // namespace
 
 void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                      const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                     const TensorView& workspace, Stream stream) {
+                     const TensorView& lse, const TensorView& workspace, Stream stream) {
   const Device device = plan.cache.device;
   check_backend(device);
   check_cache(plan, cache);
@@ -60,10 +86,14 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   check_rows(q, "q", device, DType::f32, {kAnyExtent, heads, dim});
   const std::int64_t n = q.shape[0];
   check_arg(n > 0, "q", "must hold at least one query row");
+  check_arg(n % plan.options.query_tokens == 0, "q",
+            "has " + std::to_string(n) + " rows, not a multiple of options.query_tokens (" +
+                std::to_string(plan.options.query_tokens) + ")");
   check_arg(
       n <= plan.max_queries, "q",
       "has " + std::to_string(n) + " rows, the plan allows " + std::to_string(plan.max_queries));
   check_rows(out, "out", device, DType::f32, {n, heads, dim});
+  if (lse.present()) check_rows(lse, "lse", device, DType::f32, {n, heads});
   check_tensor(slot_ids, "slot_ids", device, DType::i32, {n});
   check_tensor(seq_pos, "seq_pos", device, DType::i32, {n});
   check_rows(workspace, "workspace", device, DType::u8, {kAnyExtent});
@@ -83,11 +113,16 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   for (const auto& [input, name] : inputs) {
     check_disjoint(out, "out", *input, name);
     check_disjoint(workspace, "workspace", *input, name);
+    if (lse.present()) check_disjoint(lse, "lse", *input, name);
   }
   check_disjoint(out, "out", workspace, "workspace");
+  if (lse.present()) {
+    check_disjoint(lse, "lse", out, "out");
+    check_disjoint(lse, "lse", workspace, "workspace");
+  }
 
   if (device == Device::cuda && cuda::is_capturing(stream)) return;
-  check_index_values(plan.cache, slot_ids, seq_pos, stream);
+  check_index_values(plan, slot_ids, seq_pos, stream);
 }
 
 }  // namespace turbodecode::attention

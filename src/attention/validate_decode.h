@@ -5,11 +5,12 @@
 
 namespace turbodecode::attention {
 
-// Checks every tensor argument against the plan, then the index values (slot ids, positions),
-// which it reads on the host; on CUDA that copy is skipped while `stream` is being captured.
-// Throws InvalidArgument naming the argument; touches no output.
+// Checks every tensor argument against the plan (lse only when present), then the index values
+// (slot ids, positions, the runs of query_tokens rows), which it reads on the host; on CUDA
+// that copy is skipped while `stream` is being captured. Throws InvalidArgument naming the
+// argument; touches no output.
 void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                      const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                     const TensorView& workspace, Stream stream);
+                     const TensorView& lse, const TensorView& workspace, Stream stream);
 
 }  // namespace turbodecode::attention

@@ -1,0 +1,132 @@
+// The CPU backend's view of a cache's storage (SPEC §1.3, §1.7): where the row of a position
+// lives, contiguous or paged, and how each side (K or V) turns its rows into f32 values.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/row_simd.h"
+#include "tq/codec_math.h"
+#include "tq/tables.h"
+#include "turbodecode/kv_cache.h"
+
+namespace turbodecode::attention {
+
+// The row holding one position: `block` is the slot of a contiguous cache or the page of a
+// paged one, `row` the row inside it.
+struct RowLocation {
+  std::int64_t block;
+  std::int64_t row;
+};
+
+// Positions → rows: logical row p (linear) or p mod capacity (ring), then through the slot's
+// block table when the cache is paged. One code path: a contiguous cache is one block per slot.
+class RowLocator {
+ public:
+  explicit RowLocator(const KvCacheView& cache)
+      : ring_(cache.config.kind == LayerKind::ring),
+        capacity_(cache.config.capacity),
+        table_(cache.config.page_size > 0 ? cache.block_table.as<const std::int32_t>() : nullptr),
+        table_strides_{cache.block_table.strides[0], cache.block_table.strides[1]},
+        page_size_(cache.config.page_size) {}
+
+  RowLocation locate(std::int32_t slot, std::int64_t position) const {
+    const std::int64_t logical = ring_ ? position % capacity_ : position;
+    if (table_ == nullptr) return {slot, logical};
+    const std::int32_t page =
+        table_[slot * table_strides_[0] + logical / page_size_ * table_strides_[1]];
+    return {page, logical % page_size_};
+  }
+
+ private:
+  bool ring_;
+  std::int64_t capacity_;
+  const std::int32_t* table_;
+  std::int64_t table_strides_[2];
+  std::int64_t page_size_;
+};
+
+// One side (K or V) of the cache. A TQ row decodes to codebook values times one scale per part
+// (the whole row at D = 256, each half at D = 512); an FP8 row to E4M3 values times its one
+// scale; an F16 row is one part with scale 1.
+class CacheRows {
+ public:
+  CacheRows(const KvCacheConfig& config, RowFormat format, const TensorView& rows,
+            const TensorView& norms)
+      : format_(format),
+        head_dim_(config.head_dim),
+        parts_(is_turboquant(format) ? norms_per_row(config.head_dim) : 1),
+        scale_factor_d512_(config.scale_factor_d512),
+        element_bytes_(format == RowFormat::f16 ? 2 : 1),
+        rows_(static_cast<const std::uint8_t*>(rows.data)),
+        norms_(static_cast<const float*>(norms.data)),
+        row_bytes_(rows.strides[2] * element_bytes_),
+        rows_strides_{rows.strides[0], rows.strides[1]},
+        norms_strides_{norms.strides[0], norms.strides[1], norms.strides[2]},
+        codebook_(is_turboquant(format) ? tq::codebook(format_bits(format)).data() : nullptr) {}
+
+  int parts() const { return parts_; }
+  int part_length() const { return head_dim_ / parts_; }
+
+  const std::uint8_t* address(RowLocation at, int head) const {
+    return rows_ + (at.block * rows_strides_[0] + head * rows_strides_[1]) * element_bytes_ +
+           at.row * row_bytes_;
+  }
+
+  // Asks for a row's cache lines ahead of use: the hardware prefetchers stop at every 4 KiB
+  // page, which a chunk crosses every few rows (and a paged cache at every page).
+  void prefetch(RowLocation at, int head) const {
+    const std::uint8_t* data = address(at, head);
+    for (std::int64_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(data + line);
+  }
+
+  // scales[b]: the factor of part b's values (1 for F16 rows).
+  void part_scales(RowLocation at, int head, float* scales) const {
+    scales[0] = scales[1] = 1.0f;
+    if (format_ == RowFormat::f16) return;
+    const float* norm = norms_ + at.block * norms_strides_[0] + head * norms_strides_[1] +
+                        at.row * norms_strides_[2];
+    if (format_ == RowFormat::fp8) {
+      scales[0] = norm[0];
+    } else if (parts_ == 1) {
+      scales[0] = tq::d256_decode_scale(norm[0]);
+    } else {
+      scales[0] = tq::d512_decode_scale(norm[0], scale_factor_d512_);
+      scales[1] = tq::d512_decode_scale(norm[1], scale_factor_d512_);
+    }
+  }
+
+  // Calls body(reader) with the simd reader of this side's format (row_simd.h): one format
+  // switch per tile, not per row.
+  template <class Body>
+  void with_reader(const Body& body) const {
+    switch (format_) {
+      case RowFormat::f16:
+        return body(simd::F16Reader{});
+      case RowFormat::fp8:
+        return body(simd::Fp8Reader{});
+      case RowFormat::tq4:
+        return body(simd::CodeReader<4>(codebook_));
+      case RowFormat::tq5:
+        return body(simd::CodeReader<5>{codebook_});
+      case RowFormat::tq6:
+        return body(simd::CodeReader<6>{codebook_});
+      default:
+        return body(simd::CodeReader<8>{codebook_});
+    }
+  }
+
+ private:
+  RowFormat format_;
+  int head_dim_;
+  int parts_;
+  float scale_factor_d512_;
+  std::int64_t element_bytes_;
+  const std::uint8_t* rows_;
+  const float* norms_;
+  std::int64_t row_bytes_;  // bytes between consecutive rows of a block
+  std::int64_t rows_strides_[2];
+  std::int64_t norms_strides_[3];
+  const float* codebook_;
+};
+
+}  // namespace turbodecode::attention
