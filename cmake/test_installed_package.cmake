@@ -2,13 +2,7 @@
 # runs the separate project CONSUMER_DIR against it with find_package(turbodecode).
 cmake_minimum_required(VERSION 3.25)
 
-function(run_step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    string(JOIN " " command ${ARGN})
-    message(FATAL_ERROR "failed (${result}): ${command}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_step.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 run_step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)

@@ -2,13 +2,7 @@
 # CMake build, CPU backend only), then python/tests without the torch ones against that copy.
 cmake_minimum_required(VERSION 3.25)
 
-function(run_step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
-  if(NOT result EQUAL 0)
-    string(JOIN " " command ${ARGN})
-    message(FATAL_ERROR "failed (${result}): ${command}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/run_step.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 run_step(${PYTHON} -m pip install --no-build-isolation --no-deps --disable-pip-version-check

@@ -6,6 +6,7 @@
 
 #include "array_args.h"
 #include "bindings.h"
+#include "cache_arrays.h"
 #include "keys.h"
 #include "turbodecode/attention.h"
 
@@ -49,12 +50,8 @@ void run(const std::string& plan, nb::handle k_cache, nb::handle k_norms, nb::ha
          nb::handle seq_pos, nb::handle out, nb::handle lse, nb::handle workspace) {
   const auto p = decode_plan(plan, "plan");
   ArrayArgs a;
-  const KvCacheView cache{p->cache,
-                          a.input(k_cache, "cache.k"),
-                          a.optional_input(k_norms, "cache.k_norms"),
-                          a.input(v_cache, "cache.v"),
-                          a.optional_input(v_norms, "cache.v_norms"),
-                          a.optional_input(block_table, "cache.block_table")};
+  const KvCacheView cache =
+      cache_arrays(a, p->cache, k_cache, k_norms, v_cache, v_norms, block_table, false);
   const TensorView qq = a.input(q, "q");
   const TensorView slots = a.input(slot_ids, "slot_ids");
   const TensorView pos = a.input(seq_pos, "seq_pos");

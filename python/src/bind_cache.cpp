@@ -7,6 +7,7 @@
 
 #include "array_args.h"
 #include "bindings.h"
+#include "cache_arrays.h"
 #include "keys.h"
 #include "turbodecode/buffer.h"
 #include "turbodecode/kv_cache.h"
@@ -51,12 +52,8 @@ void append(const std::string& cache, nb::handle k_cache, nb::handle k_norms, nb
             nb::handle slot_ids, nb::handle positions) {
   const auto config = cache_config(cache, "cache");
   ArrayArgs a;
-  const KvCacheView view{*config,
-                         a.output(k_cache, "cache.k"),
-                         a.optional_output(k_norms, "cache.k_norms"),
-                         a.output(v_cache, "cache.v"),
-                         a.optional_output(v_norms, "cache.v_norms"),
-                         a.optional_input(block_table, "cache.block_table")};
+  const KvCacheView view =
+      cache_arrays(a, *config, k_cache, k_norms, v_cache, v_norms, block_table, true);
   const TensorView kk = a.input(k, "k");
   const TensorView vv = a.input(v, "v");
   const TensorView slots = a.input(slot_ids, "slot_ids");

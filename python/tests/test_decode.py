@@ -48,7 +48,7 @@ def test_matches_reference(rng, k_format, v_format, kind, mask, capacity, window
 def test_head_dim_512_gqa_8_softcap_and_scale(rng, v_format):
     config = td.KvCacheConfig(slots=2, n_kv_heads=2, capacity=64, head_dim=512,
                               v_format=v_format)
-    options = td.DecodeOptions(n_heads=16, scale=1.0 / 32, softcap=30.0)
+    options = td.DecodeOptions(n_heads=16, scale=1.0 / 8, softcap=5.0)  # softcap bites
     case = DecodeCase.make(rng, config, options, 64)
     out, expected, _, _ = run_case(rng, case, [1, 0], [63, 17])
     assert relative_l2(out, expected) <= TOLERANCE

@@ -74,6 +74,18 @@ def test_bfloat16_and_float8_storage(rng, device):
     assert torch.equal(cache.k[0, :, 0], codes) and torch.equal(cache.v_norms[0, :, 0], scales)
 
 
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+def test_strided_views_give_the_numpy_results(rng, device):
+    """pre weights sliced out of split rows (strides 24, 1), read in place."""
+    params = td.HcParams(n_hc=4, embd=128)
+    x = rng.standard_normal((3, 4, 128)).astype(np.float32)
+    split = rng.uniform(0.1, 1.0, (3, 24)).astype(np.float32)
+    expected = td.hc_collapse(params, x, split[:, :4])
+    tx, tsplit = to_torch(device, x, split)
+    got = td.hc_collapse(params, tx, tsplit[:, :4]).cpu().numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
 def opcheck_arguments(rng, device):
     """One call of each operator (its schema order), for torch.library.opcheck."""
     case, cache = decode_setup(rng, device, length=40)
