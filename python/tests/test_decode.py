@@ -130,3 +130,16 @@ def test_paged_cache_matches_the_reference(rng):
     out_flat = td.run_decode(td.plan_decode(contiguous, case.options, 3), flat, q, slots,
                              positions)
     np.testing.assert_allclose(out, out_flat, rtol=1e-6, atol=1e-6)
+
+
+def test_fixed_chunk_positions(rng):
+    """Rows cut into chunks of exactly 32 positions (merged through their lse) still match."""
+    config = td.KvCacheConfig(slots=2, n_kv_heads=2, capacity=128, v_format="tq8")
+    options = td.DecodeOptions(n_heads=4, fixed_chunk_positions=32)
+    case = DecodeCase.make(rng, config, options, 100)
+    plan = td.plan_decode(config, options, 2)
+    assert plan.chunk_positions(100) == 32 and plan.max_chunks >= 4
+    assert td.plan_decode(config, td.DecodeOptions(n_heads=4), 2).chunk_positions(100) > 32
+    out, expected, lse, expected_lse = run_case(rng, case, [1, 0], [99, 70], lse=True)
+    assert relative_l2(out, expected) <= TOLERANCE
+    np.testing.assert_allclose(lse, expected_lse, rtol=1e-4, atol=1e-4)

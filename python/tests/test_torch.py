@@ -101,6 +101,10 @@ def opcheck_arguments(rng, device):
     empty = torch.empty
     codec = td.CodecParams(format="tq8")
     rows = x.reshape(4, 256)
+    pre_plan = td.plan_hc_pre(params, max_rows=2, device=device)
+    pre_workspace = (torch.zeros(pre_plan.workspace_bytes, dtype=torch.uint8, device=device)
+                     if pre_plan.workspace_bytes else None)
+    mix_weight = (torch.randn(24, 4 * 256, device=device) * 0.05).half()
     return {
         "append_kv": (case.config.key, cache.k, cache.k_norms, cache.v, cache.v_norms, None,
                       x, x, slots, torch.tensor([40, 40], dtype=torch.int32, device=device)),
@@ -114,6 +118,9 @@ def opcheck_arguments(rng, device):
         "hc_split": (params.key, mix, scale, base, split),
         "hc_expand": (params.key, hx[:, 0], None, hx, split[:, 4:8], split[:, 8:].view(2, 4, 4),
                       empty(2, 4, 256, device=device)),
+        "hc_pre": (pre_plan.key, hx, mix_weight, scale, base, torch.ones(256, device=device),
+                   empty(2, 24, device=device), empty(2, 24, device=device),
+                   empty(2, 256, device=device), empty(2, 256, device=device), pre_workspace),
     }
 
 
