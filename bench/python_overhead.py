@@ -4,8 +4,10 @@ Eager: the host time of one call, issued back to back, through
   direct   turbodecode._turbodecode.<op> (the nanobind binding: the C++ call plus the
            conversion of its arguments),
   op       torch.ops.turbodecode.<op>.default (torch's dispatcher, then the binding),
-  api      turbodecode.<op> (the Python function users call: outputs given, then the op).
-The target (issue 19) is op - direct <= 5 us. run_decode on CUDA reads the query indices on the
+  api      turbodecode.<op> (the Python function users call, outputs given: in eager mode on
+           plain tensors it skips the dispatcher and calls the binding; under torch.compile it
+           emits the op).
+The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays). run_decode on CUDA reads the query indices on the
 host to check them, which waits for the GPU: its eager time is a round trip, and only the
 differences between the paths count. hc_pre does not wait: its time is the host issue time.
 

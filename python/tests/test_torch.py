@@ -215,3 +215,26 @@ def test_tensors_on_another_device_than_the_current_one(rng):
     out = td.run_decode(plan, cache, *to_torch("cuda:1", q, slots, positions))
     expected, _ = case.reference(q, slots, positions)
     assert out.device.index == 1 and relative_l2(out.cpu().numpy(), expected) <= TOLERANCE
+
+
+def test_modes_and_fake_tensors_see_the_operators():
+    """Plain eager calls skip the dispatcher; dispatch modes and fake tensors still get it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(2, 256)
+    with Recorder() as recorder:
+        td.rotate_rows(256, x)
+    assert "turbodecode.rotate_rows.default" in recorder.ops
+    with FakeTensorMode():
+        y = td.rotate_rows(256, torch.empty(2, 256))  # the fake implementation runs
+    assert tuple(y.shape) == (2, 256)

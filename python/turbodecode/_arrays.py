@@ -1,8 +1,11 @@
 """Arrays of either framework: which path a call takes, and new outputs of the caller's kind.
 
 numpy arrays (and any other DLPack or buffer-protocol array) go straight to the extension. torch
-tensors go through ``torch.ops.turbodecode.*``, so that torch.compile, functionalization and
-CUDA-graph capture see a registered operator.
+tensors go through ``torch.ops.turbodecode.*`` whenever torch may need to see the operator: while
+torch.compile traces, for tensor subclasses (FakeTensor, ...) and under torch function or
+dispatch modes. A plain eager call on plain tensors goes straight to the extension too: the
+dispatcher's round trip would add microseconds and nothing else (the extension reads torch's
+current stream itself, so CUDA-graph capture works either way).
 """
 
 from __future__ import annotations
@@ -56,10 +59,19 @@ def zeros(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
     return np.zeros(shape, dtype=_NUMPY_DTYPES[dtype])
 
 
+def _needs_dispatcher(tensor: Any) -> bool:
+    return (
+        torch.compiler.is_compiling()
+        or type(tensor) is not torch.Tensor
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._len_torch_dispatch_stack() > 0
+    )
+
+
 def call(name: str, like: Any, *args: Any) -> None:
     """Runs operator ``name`` with ``args`` (its schema order): through torch.ops when ``like``
-    is a torch tensor, else directly through the extension."""
-    if is_torch(like):
+    is a torch tensor that torch may need to see, else directly through the extension."""
+    if is_torch(like) and _needs_dispatcher(like):
         getattr(torch.ops.turbodecode, name).default(*args)
     else:
         getattr(_ext, name)(*args)
