@@ -30,16 +30,6 @@ constexpr int kMaxFixedSplits = 1024;
 constexpr std::int64_t kCpuMinSplitTokens = 512;
 constexpr int kCpuTargetSplits = 16;
 
-// The decode backends read paged caches and FP8 and 3-bit rows once they are extended to them.
-void check_decode_reads(const KvCacheConfig& cache) {
-  check_arg(cache.page_size == 0, "page_size", "paged decode is not supported by this build yet");
-  for (const auto& [format, name] :
-       {std::pair{cache.k_format, "k_format"}, std::pair{cache.v_format, "v_format"}}) {
-    check_arg(format != RowFormat::fp8 && format != RowFormat::tq3, name,
-              std::string(format_name(format)) + " decode is not supported by this build yet");
-  }
-}
-
 // CPU chunk policy (choice): a chunk covers at least 512 positions, and a long row is cut into
 // at most 17 (16 when its first position falls on a chunk boundary): enough work items for a
 // many-core host even at batch 1 with few KV heads. The constants do not depend on the thread
@@ -162,7 +152,6 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries) {
   validate_config(cache);
   check_backend(cache.device);
-  check_decode_reads(cache);
   validate_options(cache, options, max_queries);
 
   DecodePlan plan;
@@ -181,6 +170,11 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
               "above 1 is not supported by the CUDA backend yet");
     check_arg(cache.page_size == 0, "page_size",
               "paged caches are not supported by the CUDA decode backend yet");
+    for (const auto& [format, name] :
+         {std::pair{cache.k_format, "k_format"}, std::pair{cache.v_format, "v_format"}}) {
+      check_arg(format != RowFormat::fp8 && format != RowFormat::tq3, name,
+                std::string(format_name(format)) + " rows are not read by the CUDA backend yet");
+    }
     policy = cuda::choose_split_policy(plan);
   }
 #endif
