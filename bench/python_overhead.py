@@ -7,9 +7,9 @@ Eager: the host time of one call, issued back to back, through
   api      turbodecode.<op> (the Python function users call, outputs given: in eager mode on
            plain tensors it skips the dispatcher and calls the binding; under torch.compile it
            emits the op).
-The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays). run_decode on CUDA reads the query indices on the
-host to check them, which waits for the GPU: its eager time is a round trip, and only the
-differences between the paths count. hc_pre does not wait: its time is the host issue time.
+The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays).
+run_decode on CUDA reads the query indices on the host to check them, which waits for the GPU:
+its eager time is a round trip, and only the differences between the paths count. hc_pre does not wait: its time is the host issue time.
 
 CUDA graph: the same run_decode calls captured through the op and through the binding, replayed;
 the kernel time per call must be the same, and the C++ benchmark's (attention_bench, the same
@@ -128,7 +128,8 @@ def main() -> None:
         "hc_pre T1": hc_pre_problem(args.device, 1),
     }
     print(f"eager host time per call, us ({args.device}, torch {torch.__version__})")
-    print(f"{'problem':34} {'direct':>8} {'op':>8} {'api':>8} {'op-direct':>10} {'api-direct':>11}")
+    print(f"{'problem':34} {'direct':>8} {'op':>8} {'api':>8} {'op-direct':>10} "
+          f"{'api-direct':>11}")
     for name, paths in problems.items():
         for call in paths.values():
             call()  # warm-up: plans, first launches, lazy imports

@@ -74,7 +74,8 @@ class CodecParams:
         object.__setattr__(self, "row_scales", row_scales(self.format, self.head_dim))
 
 
-def encode_rows(params: CodecParams, x: Any, codes: Any = None, norms: Any = None) -> tuple[Any, Any]:
+def encode_rows(params: CodecParams, x: Any, codes: Any = None,
+                norms: Any = None) -> tuple[Any, Any]:
     """Encodes rows: x [rows, D] float32/float16/bfloat16 -> (codes [rows, row_bytes] uint8,
     norms [rows, row_scales] float32: the TQ norms or the FP8 scale). Outputs not given are
     allocated like ``x``; the given ones are written in place."""

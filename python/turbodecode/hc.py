@@ -124,8 +124,9 @@ def hc_split_collapse_norm(params: HcParams, mix: Any, scale: Any, base: Any, x:
 
 def hc_expand(params: HcParams, block: Any, x: Any, post: Any, comb: Any, add: Any = None,
               out: Any = None) -> Any:
-    """HC-post: out[t][c][d] = (block[t][d] [+ add[t][d]])·post[t][c] + Σ_r comb[t][r][c]·x[t][r][d]
-    (r ascending) -> out [T, n, E]. ``add`` (optional) is the second block input."""
+    """HC-post: out[t][c][d] = (block[t][d] [+ add[t][d]])·post[t][c]
+    + Σ_r comb[t][r][c]·x[t][r][d] (r ascending) -> out [T, n, E]. ``add`` (optional) is the
+    second block input."""
     if out is None:
         out = _arrays.empty(x, (_rows(x, "x"), params.n_hc, params.embd), "float32")
     _arrays.call("hc_expand", x, params.key, block, add, x, post, comb, out)
