@@ -9,7 +9,8 @@ Eager: the host time of one call, issued back to back, through
            emits the op).
 The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays).
 run_decode on CUDA reads the query indices on the host to check them, which waits for the GPU:
-its eager time is a round trip, and only the differences between the paths count. hc_pre does not wait: its time is the host issue time.
+its eager time is a round trip, and only the differences between the paths count. hc_pre does
+not wait: its time is the host issue time.
 
 CUDA graph: the same run_decode calls captured through the op and through the binding, replayed;
 the kernel time per call must be the same, and the C++ benchmark's (attention_bench, the same
