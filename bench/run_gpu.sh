@@ -9,6 +9,9 @@
 #   hc         build/release/bench/hc_bench and bench/peers/hc_torch.py, when present
 #   cli        the CLI on the GPU: turbodecode --device cuda (the main job) and
 #              turbodecode hc --device cuda, when the build has the CLI
+#   python     pytest python/tests (CUDA tensors, torch.compile, CUDA graphs) and
+#              bench/python_overhead.py, when the build has the Python extension (built for
+#              this machine's python3)
 #   memcheck   compute-sanitizer memcheck on every *_gpu_test binary
 #   racecheck  compute-sanitizer racecheck on the *Sanitizer* tests of each binary
 #   synccheck  compute-sanitizer synccheck on the same subset
@@ -139,6 +142,13 @@ fi
 if [[ -x "$BUILD/turbodecode" ]]; then
   run_step "turbodecode --device cuda" SKIP_CLI 120 "$BUILD/turbodecode" --device cuda
   run_step "turbodecode hc --device cuda" SKIP_CLI 60 "$BUILD/turbodecode" hc --device cuda
+fi
+
+if compgen -G "$BUILD/python/turbodecode/_turbodecode*.so" >/dev/null; then
+  run_step "pytest python/tests" SKIP_PYTHON 360 \
+    env PYTHONPATH="$BUILD/python" python3 -m pytest -q -p no:cacheprovider python/tests
+  run_step "python_overhead" SKIP_PYTHON 120 \
+    env PYTHONPATH="$BUILD/python" python3 bench/python_overhead.py
 fi
 
 if [[ "${SKIP_SANITIZER:-0}" == 1 ]]; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Copies what the GPU session needs from a build folder into a small one that the device tool
 # can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
-# (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*) and the CLI (turbodecode) with
-# their symbols stripped,
+# (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*), the CLI (turbodecode) and the
+# Python package (python/turbodecode) with their symbols stripped,
 # CMakeCache.txt and ctest's files, with the gtest cases already discovered here. run_gpu.sh
 # uses build/gpu when build/release did not travel.
 #   bench/stage_gpu_build.sh [BUILD (build/release)] [STAGE (build/gpu)]
@@ -26,6 +26,14 @@ cp "$BUILD/CMakeCache.txt" "$STAGE/"
   mkdir -p "$STAGE/$(dirname "$exe")"
   strip -o "$STAGE/$exe" "$BUILD/$exe"
 done
+# The Python package: its extension, stripped, beside copies of its Python files.
+if compgen -G "$BUILD/python/turbodecode/_turbodecode*.so" >/dev/null; then
+  mkdir -p "$STAGE/python/turbodecode"
+  cp -L "$BUILD"/python/turbodecode/*.py "$STAGE/python/turbodecode/"
+  for extension in "$BUILD"/python/turbodecode/_turbodecode*.so; do
+    strip -o "$STAGE/python/turbodecode/$(basename "$extension")" "$extension"
+  done
+fi
 for pattern in CTestTestfile.cmake '*_include.cmake' '*_tests.cmake'; do
   (cd "$BUILD" && find . -name "$pattern" -not -path '*/CMakeFiles/*') | while read -r file; do
     mkdir -p "$STAGE/$(dirname "$file")"

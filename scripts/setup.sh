@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the build dependencies (Debian packages) when any is missing. Idempotent.
+# Installs the build dependencies (Debian packages) when any is missing, and the Python ones in
+# .venv (scripts/setup_python.sh). Idempotent.
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev python3)
+packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev python3
+  python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -12,3 +14,4 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+"$(dirname "$0")/setup_python.sh"

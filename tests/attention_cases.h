@@ -11,10 +11,8 @@
 namespace turbodecode::testing {
 
 // Fills every row of a host cache: each F16 element is `f16_value()` (an f16 bit pattern),
-// TQ codes are uniform over the codebook (every bit pattern of a packed row is a valid one),
-// norms of the size rows of N(0, 1) values have (D = 256 stores ‖y‖ ≈ 16, D = 512 the RMS of
-// each half ≈ 1); FP8 codes are uniform over the finite E4M3 values, with scales of the size
-// such rows have (amax / 448 ≈ 0.007).
+// TQ codes are uniform over the codebook, norms of the size rows of N(0, 1) values have
+// (D = 256 stores ‖y‖ ≈ 16, D = 512 the RMS of each half ≈ 1); FP8 as said below.
 template <class F16Value>
 void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value f16_value) {
   const KvCacheConfig& c = cache.config;
@@ -25,18 +23,18 @@ void fill_random_cache(const KvCacheView& cache, std::mt19937_64& rng, F16Value 
       for (std::int64_t i = 0; i < n; ++i) data[i] = f16_value();
       return;
     }
-    // Every bit of a TQ row belongs to a code (SPEC §1.5): any byte is a valid one.
-    auto* codes = rows.as<std::uint8_t>();
-    for (std::int64_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(rng() & 0xff);
-    if (format == RowFormat::fp8) {
-      for (std::int64_t i = 0; i < n; ++i) {
-        if ((codes[i] & 0x7f) == 0x7f) codes[i] = static_cast<std::uint8_t>(codes[i] - 1);
-      }
-    }
+    // Every bit of a TQ row belongs to a code (SPEC §1.5): any byte is a valid one. FP8 rows
+    // take any code but NaN's.
     const bool fp8 = format == RowFormat::fp8;
-    std::uniform_real_distribution<float> norm(
-        fp8 ? 0.005f : (c.head_dim == 256 ? 8.0f : 0.5f),
-        fp8 ? 0.01f : (c.head_dim == 256 ? 24.0f : 1.5f));
+    auto* codes = rows.as<std::uint8_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      codes[i] = static_cast<std::uint8_t>(rng());
+      if (fp8 && (codes[i] & 0x7f) == 0x7f) codes[i] ^= 1;
+    }
+    // FP8 scales of rows whose largest magnitude is 1 to 8.
+    const float low = fp8 ? 1.0f / 448 : c.head_dim == 256 ? 8.0f : 0.5f;
+    const float high = fp8 ? 8.0f / 448 : c.head_dim == 256 ? 24.0f : 1.5f;
+    std::uniform_real_distribution<float> norm(low, high);
     auto* values = norms.as<float>();
     for (std::int64_t i = 0; i < norms.numel(); ++i) values[i] = norm(rng);
   };

@@ -67,7 +67,7 @@ void add_runs(RunsCase& c, const std::vector<std::int32_t>& starts) {
 std::vector<RunsCase> runs_cases() {
   std::mt19937 design(20261203);
   const auto pick = [&](const auto& values) { return values[design() % std::size(values)]; };
-  const RowFormat k_formats[] = {RowFormat::f16, RowFormat::tq4, RowFormat::tq8};
+  const RowFormat k_formats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq4, RowFormat::tq8};
   std::vector<RunsCase> cases;
   for (RowFormat k : k_formats) {
     for (MaskKind mask : {MaskKind::causal, MaskKind::sliding_linear, MaskKind::sliding_ring}) {
@@ -78,7 +78,9 @@ std::vector<RunsCase> runs_cases() {
       c.config.head_dim = pick(std::array{256, 512});
       c.config.kind = ring ? LayerKind::ring : LayerKind::linear;
       c.config.k_format = k;
-      c.config.v_format = pick(std::array{RowFormat::f16, RowFormat::tq4, RowFormat::tq8});
+      c.config.v_format =
+          pick(std::array{RowFormat::f16, RowFormat::fp8, RowFormat::tq3, RowFormat::tq4,
+                          RowFormat::tq5, RowFormat::tq6, RowFormat::tq8});
       c.options.n_heads = pick(std::array{1, 2, 4, 8}) * c.config.n_kv_heads;
       c.options.mask = mask;
       c.options.query_tokens = pick(std::array{2, 3, 5, 8});
@@ -143,7 +145,7 @@ TEST(DecodeRuns, NanSeenOnlyByLaterRowsLeavesEarlierRowsAlone) {
   constexpr std::int32_t kLast = 40;
   const std::vector<std::int32_t> slots = {0, 0, 0, 0};
   const std::vector<std::int32_t> positions = {kLast - 3, kLast - 2, kLast - 1, kLast};
-  for (RowFormat v_format : {RowFormat::f16}) {
+  for (RowFormat v_format : {RowFormat::f16, RowFormat::fp8}) {
     for (int n_heads : {1, 2}) {
       SCOPED_TRACE(std::string(format_name(v_format)) + " heads=" + std::to_string(n_heads));
       const KvCacheConfig config{1,        1,    100,        256, LayerKind::linear, RowFormat::f16,
@@ -261,8 +263,8 @@ TEST(DecodeLse, MergingDisjointPositionSetsGivesTheUnion) {
   };
   const Split splits[] = {{RowFormat::f16, RowFormat::tq8, 256, 1000, 2999},
                           {RowFormat::tq8, RowFormat::f16, 512, 1, 700},
-                          {RowFormat::tq8, RowFormat::tq4, 256, 2047, 2048},
-                          {RowFormat::tq4, RowFormat::f16, 512, 300, 4000}};
+                          {RowFormat::fp8, RowFormat::tq3, 256, 2047, 2048},
+                          {RowFormat::tq4, RowFormat::fp8, 512, 300, 4000}};
   for (const Split& split : splits) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string(format_name(split.k)) + "/" + format_name(split.v) +

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <numeric>
+#include <random>
 
 #include "turbodecode/tq_codec.h"
 
@@ -95,29 +95,6 @@ std::vector<DecodeCase> decode_matrix(std::span<const RowFormat> k_formats,
     }
   }
   return cases;
-}
-
-std::int64_t pages_needed(const KvCacheConfig& config, int shared_pages) {
-  const std::int64_t per_slot = pages_per_slot(config);
-  return per_slot + (config.slots - 1) * (per_slot - shared_pages);
-}
-
-std::vector<std::int32_t> random_block_table(const KvCacheConfig& config, int shared_pages,
-                                             std::mt19937_64& rng) {
-  const std::int64_t per_slot = pages_per_slot(config);
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(config.pages));
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  std::vector<std::int32_t> table(static_cast<std::size_t>(config.slots * per_slot));
-  std::size_t next = 0;
-  for (std::int64_t slot = 0; slot < config.slots; ++slot) {
-    for (std::int64_t j = 0; j < per_slot; ++j) {
-      const bool shared = slot > 0 && j < shared_pages;
-      table[static_cast<std::size_t>(slot * per_slot + j)] =
-          shared ? table[static_cast<std::size_t>(j)] : pool.at(next++);
-    }
-  }
-  return table;
 }
 
 }  // namespace turbodecode::testing

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,17 +29,8 @@ enum class Visibility { causal, sliding_linear, ring_unwrapped, ring_wrapped };
 // The option matrix (SPEC §5): every visibility × K format × V format runs; head dim, GQA
 // ratio, KV heads, chunk size, query_tokens, page size, softcap, scale, rotated output, padded
 // rows, window and lengths rotate through their values from a fixed design seed (the data of
-// every case is the caller's to draw fresh). Paged cases (cache.page_size > 0) need a block
-// table: random_block_table.
+// every case is the caller's to draw fresh).
 std::vector<DecodeCase> decode_matrix(std::span<const RowFormat> k_formats,
                                       std::span<const RowFormat> v_formats);
-
-// A block table for a paged cache, i32 [slots, pages_per_slot]: every slot's pages drawn
-// without replacement from a shuffled pool, except that slots after the first share the first
-// `shared_pages` pages of slot 0 (a shared prefix). config.pages must be large enough:
-// pages_needed(config, shared_pages).
-std::vector<std::int32_t> random_block_table(const KvCacheConfig& config, int shared_pages,
-                                             std::mt19937_64& rng);
-std::int64_t pages_needed(const KvCacheConfig& config, int shared_pages);
 
 }  // namespace turbodecode::testing

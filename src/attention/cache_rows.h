@@ -1,49 +1,16 @@
-// The CPU backend's view of a cache's storage (SPEC §1.3, §1.7): where the row of a position
-// lives, contiguous or paged, and how each side (K or V) turns its rows into f32 values.
+// One side (K or V) of a cache's storage as the CPU backend reads it: the address of a row
+// (located by cache/row_location.h, contiguous or paged) and how to turn it into f32 values.
 #pragma once
 
 #include <cstdint>
 
 #include "attention/row_simd.h"
+#include "cache/row_location.h"
 #include "tq/codec_math.h"
 #include "tq/tables.h"
 #include "turbodecode/kv_cache.h"
 
 namespace turbodecode::attention {
-
-// The row holding one position: `block` is the slot of a contiguous cache or the page of a
-// paged one, `row` the row inside it.
-struct RowLocation {
-  std::int64_t block;
-  std::int64_t row;
-};
-
-// Positions → rows: logical row p (linear) or p mod capacity (ring), then through the slot's
-// block table when the cache is paged. One code path: a contiguous cache is one block per slot.
-class RowLocator {
- public:
-  explicit RowLocator(const KvCacheView& cache)
-      : ring_(cache.config.kind == LayerKind::ring),
-        capacity_(cache.config.capacity),
-        table_(cache.config.page_size > 0 ? cache.block_table.as<const std::int32_t>() : nullptr),
-        table_strides_{cache.block_table.strides[0], cache.block_table.strides[1]},
-        page_size_(cache.config.page_size) {}
-
-  RowLocation locate(std::int32_t slot, std::int64_t position) const {
-    const std::int64_t logical = ring_ ? position % capacity_ : position;
-    if (table_ == nullptr) return {slot, logical};
-    const std::int32_t page =
-        table_[slot * table_strides_[0] + logical / page_size_ * table_strides_[1]];
-    return {page, logical % page_size_};
-  }
-
- private:
-  bool ring_;
-  std::int64_t capacity_;
-  const std::int32_t* table_;
-  std::int64_t table_strides_[2];
-  std::int64_t page_size_;
-};
 
 // One side (K or V) of the cache. A TQ row decodes to codebook values times one scale per part
 // (the whole row at D = 256, each half at D = 512); an FP8 row to E4M3 values times its one
@@ -67,20 +34,20 @@ class CacheRows {
   int parts() const { return parts_; }
   int part_length() const { return head_dim_ / parts_; }
 
-  const std::uint8_t* address(RowLocation at, int head) const {
+  const std::uint8_t* address(cache::RowLocation at, int head) const {
     return rows_ + (at.block * rows_strides_[0] + head * rows_strides_[1]) * element_bytes_ +
            at.row * row_bytes_;
   }
 
   // Asks for a row's cache lines ahead of use: the hardware prefetchers stop at every 4 KiB
   // page, which a chunk crosses every few rows (and a paged cache at every page).
-  void prefetch(RowLocation at, int head) const {
+  void prefetch(cache::RowLocation at, int head) const {
     const std::uint8_t* data = address(at, head);
     for (std::int64_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(data + line);
   }
 
   // scales[b]: the factor of part b's values (1 for F16 rows).
-  void part_scales(RowLocation at, int head, float* scales) const {
+  void part_scales(cache::RowLocation at, int head, float* scales) const {
     scales[0] = scales[1] = 1.0f;
     if (format_ == RowFormat::f16) return;
     const float* norm = norms_ + at.block * norms_strides_[0] + head * norms_strides_[1] +
@@ -104,6 +71,8 @@ class CacheRows {
         return body(simd::F16Reader{});
       case RowFormat::fp8:
         return body(simd::Fp8Reader{});
+      case RowFormat::tq3:
+        return body(simd::CodeReader<3>{codebook_});
       case RowFormat::tq4:
         return body(simd::CodeReader<4>(codebook_));
       case RowFormat::tq5:

@@ -36,7 +36,7 @@ constexpr int kTilePositions = 32;
 // Everything the passes read, resolved once per call.
 struct DecodeJob {
   const DecodePlan& plan;
-  RowLocator locator;
+  cache::RowAddressing addressing;  // where the row of each position lives
   CacheRows k;
   CacheRows v;
   const TensorView& q;
@@ -308,7 +308,8 @@ bool activate_heads(const DecodeJob& job, const WorkItem& item, std::int64_t sta
 void locate_tile(const DecodeJob& job, std::int32_t slot, int kv_head, std::int64_t next_end,
                  Tile& tile) {
   for (int t = tile.first; t < tile.last; ++t) {
-    const RowLocation at = job.locator.locate(slot, tile.start + t);
+    const cache::RowLocation at =
+        job.addressing.locate(slot, static_cast<std::int32_t>(tile.start + t));
     tile.k_rows[t] = job.k.address(at, kv_head);
     tile.v_rows[t] = job.v.address(at, kv_head);
     job.k.part_scales(at, kv_head, tile.k_scales[t]);
@@ -317,7 +318,7 @@ void locate_tile(const DecodeJob& job, std::int32_t slot, int kv_head, std::int6
   }
   const std::int64_t next = tile.start + kTilePositions;
   for (std::int64_t p = next + tile.first; p < std::min(next + tile.last, next_end); ++p) {
-    job.k.prefetch(job.locator.locate(slot, p), kv_head);
+    job.k.prefetch(job.addressing.locate(slot, static_cast<std::int32_t>(p)), kv_head);
   }
 }
 
@@ -400,7 +401,7 @@ void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const Tens
                     const TensorView& lse, const TensorView& workspace) {
   const KvCacheConfig& config = plan.cache;
   const DecodeJob job{plan,
-                      RowLocator(cache),
+                      cache::row_addressing(cache),
                       CacheRows(config, config.k_format, cache.k, cache.k_norms),
                       CacheRows(config, config.v_format, cache.v, cache.v_norms),
                       q,

@@ -1,11 +1,11 @@
 #include "attention/validate_decode.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "attention/window.h"
 #include "cache/cache_view_check.h"
 #include "common/cuda_runtime.h"
 #include "common/index_read.h"
@@ -65,32 +65,54 @@ void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
   }
 }
 
-// Paged caches: the block-table entries holding the rows the queries see name pages of the
-// cache (a slot's rows 0 … min(position + 1, capacity) − 1, the ring's whole span once it wraps).
-void check_block_table(const KvCacheConfig& c, const TensorView& table,
+// Marks, in `pages` (one flag per block table entry of the slot), the pages that hold the
+// logical rows of absolute positions [lo, hi].
+void mark_pages(const KvCacheConfig& c, std::int64_t lo, std::int64_t hi,
+                std::vector<bool>& pages) {
+  const auto mark = [&](std::int64_t first_row, std::int64_t last_row) {
+    for (std::int64_t j = first_row / c.page_size; j <= last_row / c.page_size; ++j) {
+      pages[static_cast<std::size_t>(j)] = true;
+    }
+  };
+  if (c.kind == LayerKind::linear) return mark(lo, hi);
+  if (hi - lo + 1 >= c.capacity) return mark(0, c.capacity - 1);
+  const std::int64_t first = lo % c.capacity, last = hi % c.capacity;
+  if (first <= last) return mark(first, last);
+  mark(first, c.capacity - 1);  // the positions wrap around the ring
+  mark(0, last);
+}
+
+// The block table entries the rows read (the pages their visible positions lie in) name pages
+// of the cache; entries no row reads may hold anything.
+void check_block_table(const DecodePlan& plan, const TensorView& table,
                        const std::vector<std::int32_t>& slots,
                        const std::vector<std::int32_t>& positions, Stream stream) {
-  std::vector<std::int64_t> rows_of_slot(static_cast<std::size_t>(c.slots), 0);
+  const KvCacheConfig& c = plan.cache;
+  const auto per_slot = static_cast<std::size_t>(pages_per_slot(c));
+  std::vector<std::vector<bool>> read(static_cast<std::size_t>(c.slots));
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    auto& rows = rows_of_slot[static_cast<std::size_t>(slots[i])];
-    rows = std::max<std::int64_t>(rows, std::min<std::int64_t>(positions[i] + 1, c.capacity));
+    std::vector<bool>& pages = read[static_cast<std::size_t>(slots[i])];
+    pages.resize(per_slot);
+    const Window w =
+        query_window(plan.options.mask, positions[i], c.capacity, plan.options.sliding_window);
+    mark_pages(c, w.first_position(), w.last_position(), pages);
   }
-  std::vector<std::int64_t> offsets, entries;
-  for (std::int64_t s = 0; s < c.slots; ++s) {
-    const std::int64_t pages = (rows_of_slot[static_cast<std::size_t>(s)] + c.page_size - 1) /
-                               c.page_size;
-    for (std::int64_t j = 0; j < pages; ++j) {
-      offsets.push_back(s * table.strides[0] + j * table.strides[1]);
-      entries.push_back(s * pages_per_slot(c) + j);
+  std::vector<std::int64_t> offsets;
+  std::vector<std::pair<std::int64_t, std::int64_t>> entries;  // (slot, page index)
+  for (std::int64_t slot = 0; slot < c.slots; ++slot) {
+    const std::vector<bool>& pages = read[static_cast<std::size_t>(slot)];
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(pages.size()); ++j) {
+      if (!pages[static_cast<std::size_t>(j)]) continue;
+      offsets.push_back(slot * table.strides[0] + j * table.strides[1]);
+      entries.emplace_back(slot, j);
     }
   }
-  const std::vector<std::int32_t> pages = read_elements_to_host(table, offsets, stream);
-  for (std::size_t k = 0; k < pages.size(); ++k) {
-    check_arg(pages[k] >= 0 && pages[k] < c.pages, "cache.block_table",
-              "entry [" + std::to_string(entries[k] / pages_per_slot(c)) + ", " +
-                  std::to_string(entries[k] % pages_per_slot(c)) + "] is " +
-                  std::to_string(pages[k]) + ", must name a page in [0, " +
-                  std::to_string(c.pages) + ")");
+  const std::vector<std::int32_t> values = read_elements_to_host(table, offsets, stream);
+  for (std::size_t e = 0; e < values.size(); ++e) {
+    check_arg(values[e] >= 0 && values[e] < c.pages, "cache.block_table",
+              "entry [" + std::to_string(entries[e].first) + "][" +
+                  std::to_string(entries[e].second) + "] is " + std::to_string(values[e]) +
+                  ", a page the queries read; must be in [0, " + std::to_string(c.pages) + ")");
   }
 }
 
@@ -101,7 +123,7 @@ void check_index_values(const DecodePlan& plan, const KvCacheView& cache,
   check_entries(plan.cache, slots, positions);
   check_runs(plan.options.query_tokens, slots, positions);
   if (plan.cache.page_size > 0) {
-    check_block_table(plan.cache, cache.block_table, slots, positions, stream);
+    check_block_table(plan, cache.block_table, slots, positions, stream);
   }
 }
 
@@ -136,13 +158,15 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
             "workspace", "must be 16-byte aligned");
 
   // out and workspace are written; nothing they cover may be read.
-  const std::pair<const TensorView*, const char*> inputs[] = {{&q, "q"},
-                                                              {&slot_ids, "slot_ids"},
-                                                              {&seq_pos, "seq_pos"},
-                                                              {&cache.k, "cache.k"},
-                                                              {&cache.k_norms, "cache.k_norms"},
-                                                              {&cache.v, "cache.v"},
-                                                              {&cache.v_norms, "cache.v_norms"}};
+  const std::pair<const TensorView*, const char*> inputs[] = {
+      {&q, "q"},
+      {&slot_ids, "slot_ids"},
+      {&seq_pos, "seq_pos"},
+      {&cache.k, "cache.k"},
+      {&cache.k_norms, "cache.k_norms"},
+      {&cache.v, "cache.v"},
+      {&cache.v_norms, "cache.v_norms"},
+      {&cache.block_table, "cache.block_table"}};
   for (const auto& [input, name] : inputs) {
     check_disjoint(out, "out", *input, name);
     check_disjoint(workspace, "workspace", *input, name);

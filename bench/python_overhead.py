@@ -1,0 +1,155 @@
+"""What the Python layer costs over the C++ calls underneath it.
+
+Eager: the host time of one call, issued back to back, through
+  direct   turbodecode._turbodecode.<op> (the nanobind binding: the C++ call plus the
+           conversion of its arguments),
+  op       torch.ops.turbodecode.<op>.default (torch's dispatcher, then the binding),
+  api      turbodecode.<op> (the Python function users call, outputs given: in eager mode on
+           plain tensors it skips the dispatcher and calls the binding; under torch.compile it
+           emits the op).
+The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays).
+run_decode on CUDA reads the query indices on the host to check them, which waits for the GPU:
+its eager time is a round trip, and only the differences between the paths count. hc_pre does
+not wait: its time is the host issue time.
+
+CUDA graph: the same run_decode calls captured through the op and through the binding, replayed;
+the kernel time per call must be the same, and the C++ benchmark's (attention_bench, the same
+shape) is the reference.
+
+    python bench/python_overhead.py [--device cuda|cpu] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+import turbodecode as td
+from turbodecode import _turbodecode as binding
+
+CALLS = 200
+REPEATS = 7
+
+
+def host_time_us(device: str, call) -> float:
+    """Median over REPEATS of the mean host time of CALLS back-to-back calls."""
+    results = []
+    for _ in range(REPEATS):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            call()
+        results.append((time.perf_counter() - start) / CALLS * 1e6)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return float(np.median(results))
+
+
+def decode_problem(device: str, length: int, head_dim: int, n_heads: int, n_kv_heads: int):
+    config = td.KvCacheConfig(slots=1, n_kv_heads=n_kv_heads, capacity=length, head_dim=head_dim,
+                              v_format="tq8", device=device)
+    cache = td.KvCache(config, backend="torch")
+    cache.k.normal_()  # any rows do: the time does not depend on the values
+    cache.v.random_(0, 256)
+    cache.v_norms.fill_(16.0)
+    plan = td.plan_decode(config, td.DecodeOptions(n_heads=n_heads), max_queries=1)
+    q = torch.randn(1, n_heads, head_dim, device=device)
+    slots = torch.zeros(1, dtype=torch.int32, device=device)
+    seq_pos = torch.full((1,), length - 1, dtype=torch.int32, device=device)
+    out = torch.empty(1, n_heads, head_dim, device=device)
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=device)
+    args = (plan.key, cache.k, cache.k_norms, cache.v, cache.v_norms, None, q, slots, seq_pos,
+            out, None, workspace)
+    paths = {
+        "direct": lambda: binding.run_decode(*args),
+        "op": lambda: torch.ops.turbodecode.run_decode.default(*args),
+        "api": lambda: td.run_decode(plan, cache, q, slots, seq_pos, out=out,
+                                     workspace=workspace),
+    }
+    return paths
+
+
+def hc_pre_problem(device: str, rows: int):
+    params = td.HcParams(n_hc=4, embd=4096)
+    plan = td.plan_hc_pre(params, max_rows=rows, device=device)
+    x = torch.randn(rows, 4, 4096, device=device)
+    weight = (torch.randn(params.mix_width, 4 * 4096, device=device) * 0.01).half()
+    scale, base = torch.ones(3, device=device), torch.zeros(params.mix_width, device=device)
+    norm_weight = torch.ones(4096, device=device)
+    mix, split = (torch.empty(rows, params.mix_width, device=device) for _ in range(2))
+    collapsed, normed = (torch.empty(rows, 4096, device=device) for _ in range(2))
+    workspace = torch.zeros(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
+    workspace = workspace if plan.workspace_bytes else None
+    args = (plan.key, x, weight, scale, base, norm_weight, mix, split, collapsed, normed,
+            workspace)
+    return {
+        "direct": lambda: binding.hc_pre(*args),
+        "op": lambda: torch.ops.turbodecode.hc_pre.default(*args),
+        "api": lambda: td.hc_pre(plan, x, weight, scale, base, norm_weight, mix, split,
+                                 collapsed, normed, workspace),
+    }
+
+
+def graph_time_us(call) -> float:
+    """Kernel time per call of CALLS calls captured in one CUDA graph (median of REPEATS)."""
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            call()
+    graph.replay()
+    times = []
+    for _ in range(REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / CALLS)
+    return float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    results = {"device": args.device, "torch": torch.__version__, "calls": CALLS, "eager": {},
+               "graph": {}}
+
+    problems = {
+        "run_decode D256 16/8 L4096 tq8": decode_problem(args.device, 4096, 256, 16, 8),
+        "run_decode D512 16/2 L4096 tq8": decode_problem(args.device, 4096, 512, 16, 2),
+        "hc_pre T1": hc_pre_problem(args.device, 1),
+    }
+    print(f"eager host time per call, us ({args.device}, torch {torch.__version__})")
+    print(f"{'problem':34} {'direct':>8} {'op':>8} {'api':>8} {'op-direct':>10} "
+          f"{'api-direct':>11}")
+    for name, paths in problems.items():
+        for call in paths.values():
+            call()  # warm-up: plans, first launches, lazy imports
+        t = {path: host_time_us(args.device, call) for path, call in paths.items()}
+        results["eager"][name] = t
+        print(f"{name:34} {t['direct']:8.2f} {t['op']:8.2f} {t['api']:8.2f} "
+              f"{t['op'] - t['direct']:10.2f} {t['api'] - t['direct']:11.2f}")
+
+    if args.device == "cuda":
+        print("\nCUDA graph, kernel time per call, us (the same kernels; compare attention_bench)")
+        print(f"{'problem':34} {'direct':>8} {'op':>8} {'api':>8}")
+        for name, paths in problems.items():
+            t = {path: graph_time_us(call) for path, call in paths.items()}
+            results["graph"][name] = t
+            print(f"{name:34} {t['direct']:8.2f} {t['op']:8.2f} {t['api']:8.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
