@@ -319,20 +319,22 @@ def fidelity_table(data):
 
 
 def stored_fidelity_kv(rows, kv, index, layer):
-    """(paged K or V as FlashInfer reads it, its scale or None, how many of its FP8 codes
-    differ from kv_fidelity's E4M3 emulation)."""
+    """(paged K or V as FlashInfer reads it, its scale or None, how many of the layer's FP8
+    codes differ from kv_fidelity's E4M3 emulation). Rows are gathered in f32 and converted
+    after, so no indexing runs on FP8 tensors."""
     from kv_fidelity import round_e4m3, tensor_scale
 
     rows_gpu = torch.from_numpy(rows).cuda()
+    paged = rows_gpu[index]
     if kv == "f16":
-        stored, scale, mismatches = rows_gpu.half(), None, 0
+        stored, scale, mismatches = paged.half(), None, 0
     else:
         scale = tensor_scale(rows)
-        stored = (rows_gpu / scale).to(KV_DTYPES[kv])
-        emulated = torch.from_numpy(round_e4m3(rows / scale)).cuda()
-        mismatches = int((stored.double() != emulated).sum())
-    paged = stored[index].view(-1, FIDELITY_PAGE_SIZE, layer.n_kv_heads, layer.head_dim)
-    return paged, scale, mismatches
+        stored = (paged / scale).to(KV_DTYPES[kv])
+        codes = (rows_gpu / scale).to(KV_DTYPES[kv]).float()
+        emulated = torch.from_numpy(round_e4m3(rows / scale).astype(np.float32)).cuda()
+        mismatches = int((codes != emulated).sum())
+    return stored.view(-1, FIDELITY_PAGE_SIZE, layer.n_kv_heads, layer.head_dim), scale, mismatches
 
 
 def fidelity_rows(modules, workspace, datas):
