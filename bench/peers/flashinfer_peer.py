@@ -63,7 +63,7 @@ class JitModules:
         self.flashinfer = flashinfer
         self.aot_dir = flashinfer.jit.env.FLASHINFER_AOT_DIR
         self.unsupported = {}  # variant key -> error
-        self.used = set()  # module uris this run loaded or built
+        self.variants = []  # (kv, tensor cores, head dim) of this run
         self.built_now = False
         if cache_in and os.path.exists(cache_in):
             with tarfile.open(cache_in) as tar:
@@ -89,6 +89,7 @@ class JitModules:
         """Compiles the missing modules in one ninja run that goes on past failures (as
         flashinfer.jit.build_jit_specs, which stops at the first), so their compiles run in
         parallel; a module that did not build is unsupported."""
+        self.variants = variants
         missing = {}
         for kv, tensor_cores, head_dim in variants:
             if variant_key(kv, tensor_cores, head_dim) in self.unsupported:
@@ -132,23 +133,24 @@ class JitModules:
         except Exception as e:
             raise VariantUnsupported(short_error(e)) from e
 
-    def mark_used(self, kv, tensor_cores, head_dim):
-        self.used.add(self.uri_and_spec(kv, tensor_cores, head_dim)[0])
-
     def mark_unsupported(self, kv, tensor_cores, head_dim, error):
         self.unsupported[variant_key(kv, tensor_cores, head_dim)] = error
         self.built_now = True
 
     def save(self, path):
-        """Writes <uri>/<uri>.so of every module used, and the variants that did not compile
-        (other failures are cheap to meet again, and may be passing ones)."""
+        """Writes <uri>/<uri>.so of every module of this run's variants that exists, loaded or
+        compiled, and the variants that did not compile (other failures are cheap to meet
+        again, and may be passing ones)."""
         jit_dir = self.flashinfer.jit.env.FLASHINFER_JIT_DIR
+        modules = 0
         with tarfile.open(path, "w:xz") as tar:
-            for uri in sorted(self.used):
+            for variant in self.variants:
+                uri = self.uri_and_spec(*variant)[0]
                 for folder in (self.aot_dir, jit_dir):
                     library = folder / uri / f"{uri}.so"
                     if library.exists():
                         tar.add(library, arcname=f"{uri}/{uri}.so")
+                        modules += 1
                         break
             failed_builds = {key: error for key, error in self.unsupported.items()
                              if BUILD_FAILURE in error}
@@ -157,7 +159,7 @@ class JitModules:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
         print(f"JIT cache written: {path} ({os.path.getsize(path) / 2**20:.1f} MiB, "
-              f"{len(self.used)} modules)")
+              f"{modules} modules)")
 
 
 class PagedCache:
@@ -261,7 +263,6 @@ def run_geometry(modules, workspace, shape, args):
                 try:
                     runs.append(time_variant(modules, workspace, shape, cache, kv, tensor_cores,
                                              page_size, args))
-                    modules.mark_used(kv, tensor_cores, shape["head_dim"])
                 except VariantUnsupported as e:
                     print(f"  {key}: unsupported: {e}", flush=True)
                     modules.mark_unsupported(kv, tensor_cores, shape["head_dim"], str(e))
@@ -364,7 +365,6 @@ def fidelity_rows(modules, workspace, datas):
                                         tensor_cores, FIDELITY_PAGE_SIZE, False)))
                     out = wrapper.run(q, (k, v), k_scale=k_scale, v_scale=v_scale)
                     row.update(fidelity(out.double().cpu().numpy(), data.exact))
-                    modules.mark_used(kv, tensor_cores, layer.head_dim)
                 except Exception as e:
                     row["error"] = short_error(e)
                 if kv == "fp8":
@@ -375,7 +375,27 @@ def fidelity_rows(modules, workspace, datas):
     return rows
 
 
-def main():
+def print_result(result):
+    cells = []
+    for best in (result["best"], result["best_page16"]):
+        for kv in KV_DTYPES:
+            r = best.get(kv)
+            cells.append(f"{r['best_us']:8.1f}" if r else f"{'-':>8}")
+            if best is result["best"]:
+                cells.append(f"({int(r['tensor_cores'])},{r['page_size']})".rjust(10)
+                             if r else f"{'-':>10}")
+    print(f"{result['label']:<28} {' '.join(cells)}", flush=True)
+
+
+def print_fidelity(rows):
+    for row in rows:
+        stats = (f"cos {row['cosine_mean']:.9f} max rel {row['max_rel_err']:.3e}"
+                 if "cosine_mean" in row else row.get("error", ""))
+        print(f"fidelity {row['system']} {row['method']} K {row['k_format']} V "
+              f"{row['v_format']} {row['layer']} tc={row.get('tensor_cores', '-')}: {stats}")
+
+
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", required=True, help="JSON from attention_bench --list-shapes")
     parser.add_argument("--json", required=True, help="where to write the results")
@@ -392,6 +412,11 @@ def main():
     args.warmup, args.reps = (3, 10) if args.quick else (5, 30)
     default_pages = "16" if args.quick else "16,32,64,128"
     args.page_sizes = [int(p) for p in (args.page_sizes or default_pages).split(",")]
+    return args
+
+
+def main():
+    args = parse_args()
     if not torch.cuda.is_available():
         print("flashinfer_peer: no CUDA device", file=sys.stderr)
         return 1
@@ -403,39 +428,29 @@ def main():
     head_dims = sorted({s["head_dim"] for s in shapes})
     modules.prebuild([(kv, tc, d) for kv in KV_DTYPES for tc in (False, True)
                       for d in head_dims])
+    # Saved now and again at the end: a run stopped while timing keeps what it compiled.
+    if args.jit_cache_out and modules.built_now:
+        modules.save(args.jit_cache_out)
     workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device="cuda")
-    results = []
+    report = {"peer": "flashinfer.BatchDecodeWithPagedKVCacheWrapper",
+              "flashinfer": flashinfer.__version__, "torch": torch.__version__,
+              "device": torch.cuda.get_device_name(), "layout": "NHD", "q_dtype": "float16",
+              "page_sizes": args.page_sizes, "unsupported": modules.unsupported, "results": []}
     print(f"{'geometry':<28} {'F16 us':>8} {'(tc,page)':>10} {'FP8 us':>8} {'(tc,page)':>10} "
           f"{'F16 p16':>8} {'FP8 p16':>8}")
     for shape in shapes:
         runs = run_geometry(modules, workspace, shape, args)
-        result = dict(shape, label=geometry_label(shape), runs=runs, best=best_runs(runs),
-                      best_page16=best_runs(runs, 16))
-        results.append(result)
-        cells = []
-        for best in (result["best"], result["best_page16"]):
-            for kv in KV_DTYPES:
-                r = best.get(kv)
-                cells.append(f"{r['best_us']:8.1f}" if r else f"{'-':>8}")
-                if best is result["best"]:
-                    cells.append(f"({int(r['tensor_cores'])},{r['page_size']})".rjust(10)
-                                 if r else f"{'-':>10}")
-        print(f"{result['label']:<28} {' '.join(cells)}", flush=True)
-    report = {"peer": "flashinfer.BatchDecodeWithPagedKVCacheWrapper",
-              "flashinfer": flashinfer.__version__, "torch": torch.__version__,
-              "device": torch.cuda.get_device_name(), "layout": "NHD", "q_dtype": "float16",
-              "page_sizes": args.page_sizes, "unsupported": modules.unsupported,
-              "results": results}
+        report["results"].append(dict(shape, label=geometry_label(shape), runs=runs,
+                                      best=best_runs(runs), best_page16=best_runs(runs, 16)))
+        print_result(report["results"][-1])
+        with open(args.json, "w") as f:  # after each geometry, so a stopped run keeps them
+            json.dump(report, f, indent=2)
     if args.fidelity:
         from kv_fidelity import layer_datas
 
         report["fidelity"] = fidelity_rows(modules, workspace,
                                            layer_datas(args.context, args.steps, args.seed))
-        for row in report["fidelity"]:
-            stats = (f"cos {row['cosine_mean']:.9f} max rel {row['max_rel_err']:.3e}"
-                     if "cosine_mean" in row else row.get("error", ""))
-            print(f"fidelity {row['system']} {row['method']} K {row['k_format']} V "
-                  f"{row['v_format']} {row['layer']} tc={row.get('tensor_cores', '-')}: {stats}")
+        print_fidelity(report["fidelity"])
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
     if args.jit_cache_out and modules.built_now:
