@@ -110,6 +110,8 @@ class JitModules:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if build.returncode != 0:
             print(build.stdout, flush=True)
+        if "interrupted" in build.stdout:  # killed, not failed: planning compiles the rest
+            return
         for (kv, tensor_cores, head_dim), spec in missing.items():
             if not spec.jit_library_path.exists():
                 self.mark_unsupported(kv, tensor_cores, head_dim, short_error(RuntimeError(
