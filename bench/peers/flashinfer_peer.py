@@ -155,7 +155,7 @@ class JitModules:
                         modules += 1
                         break
             failed_builds = {key: error for key, error in self.unsupported.items()
-                             if BUILD_FAILURE in error}
+                             if BUILD_FAILURE in error and "interrupted" not in error}
             data = json.dumps(failed_builds, indent=2).encode()
             info = tarfile.TarInfo(UNSUPPORTED_FILE)
             info.size = len(data)
