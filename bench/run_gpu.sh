@@ -5,10 +5,14 @@
 #   ctest      ctest -L gpu (every *_gpu_test)
 #   bench      build/release/bench/attention_bench (bandwidth, decode, append) -> JSON
 #   peer       bench/peers/sdpa_peer.py (PyTorch SDPA on the same shapes)    -> JSON
-#   report     bench/report_attention.py                                     -> markdown + PNG
+#   flashinfer bench/peers/flashinfer_peer.py (FlashInfer paged decode, F16 and FP8 KV, on the
+#              same shapes, and its fidelity on the main job's data), after installing
+#              .whl/*.whl (bench/stage_peer_wheels.sh stages them) -> JSON
+#   cli        the CLI on the GPU: turbodecode --device cuda --json (the main job: per-format
+#              fidelity -> fidelity.json) and turbodecode hc --device cuda, when the build has
+#              the CLI
+#   report     bench/report_attention.py and bench/report_formats.py        -> markdown + PNG
 #   hc         build/release/bench/hc_bench and bench/peers/hc_torch.py, when present
-#   cli        the CLI on the GPU: turbodecode --device cuda (the main job) and
-#              turbodecode hc --device cuda, when the build has the CLI
 #   python     pytest python/tests (CUDA tensors, torch.compile, CUDA graphs) and
 #              bench/python_overhead.py, when the build has the Python extension (built for
 #              this machine's python3)
@@ -18,14 +22,21 @@
 # Each step has a time limit and the whole run a budget (BUDGET_S, default 540 s); a step
 # that fails or times out is recorded and the run goes on. Skip a step with SKIP_<STEP>=1
 # (e.g. SKIP_SANITIZER=1 skips all three sanitizer steps, SKIP_MEMCHECK=1 one of them).
-# QUICK=1 runs the benchmarks in their --quick mode. Outputs (at most 8 files) go to the first
-# argument, or to $OUT, or to ./gpu-out:
+# QUICK=1 runs the benchmarks in their --quick mode. WHEELS (default .whl) holds the staged
+# wheels and FlashInfer's JIT cache: FLASHINFER_JIT_CACHE (default $WHEELS/flashinfer_jit.tar.xz)
+# is loaded when present. Outputs (at most 8 files) go to the first argument, or to $OUT, or to
+# ./gpu-out:
 #   gpu_session.log  every step's output, concatenated      summary.txt  the step table
-#   attention_bench.json  sdpa_peer.json  attention_report.md  attention_gbps.png
-#   hc_bench.json  hc_torch.json (when those programs write JSON)
+#   attention_report.md  attention_gbps.png  formats_report.md  formats_tradeoff.png
+#   bench_json.tar.gz  every JSON: attention_bench, sdpa_peer, flashinfer_peer, fidelity (the
+#                      CLI's), hc_bench and hc_torch (when those programs write JSON)
+#   flashinfer_jit.tar.xz  FlashInfer's modules, when this run compiled any: copy it to
+#                      $WHEELS/ so the next run loads them instead of compiling
 set -u
 
 BUILD=${BUILD:-build/release}
+WHEELS=${WHEELS:-.whl}
+JIT_CACHE=${FLASHINFER_JIT_CACHE:-$WHEELS/flashinfer_jit.tar.xz}
 # The slim copy bench/stage_gpu_build.sh makes, when the full build folder did not travel.
 [[ ! -e "$BUILD/CMakeCache.txt" && -e build/gpu/CMakeCache.txt ]] && BUILD=build/gpu
 OUT_DIR=${1:-${OUT:-gpu-out}}
@@ -38,7 +49,11 @@ export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
+# JSON results gather here and leave as one tarball (the device tool returns at most 8 files).
+JSON_DIR="$OUT_DIR/json"
+mkdir -p "$JSON_DIR"
 SCRATCH=$(mktemp -d)
+PEER_SITE="$SCRATCH/site"
 LOG="$OUT_DIR/gpu_session.log"
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$LOG"
@@ -123,25 +138,37 @@ fi
 BENCH="$BUILD/bench/attention_bench"
 SHAPES="$SCRATCH/shapes.json"
 run_step "attention_bench" SKIP_BENCH 200 \
-  "$BENCH" $QUICK_FLAG --json "$OUT_DIR/attention_bench.json"
-run_step "sdpa_peer (shapes)" SKIP_PEER 20 "$BENCH" --list-shapes "$SHAPES" $QUICK_FLAG
+  "$BENCH" $QUICK_FLAG --json "$JSON_DIR/attention_bench.json"
+run_step "decode shapes (for the peers)" SKIP_SHAPES 20 "$BENCH" --list-shapes "$SHAPES" $QUICK_FLAG
 run_step "sdpa_peer" SKIP_PEER 150 \
-  python3 bench/peers/sdpa_peer.py --shapes "$SHAPES" --json "$OUT_DIR/sdpa_peer.json" $QUICK_FLAG
+  python3 bench/peers/sdpa_peer.py --shapes "$SHAPES" --json "$JSON_DIR/sdpa_peer.json" $QUICK_FLAG
+run_step "flashinfer wheels" SKIP_FLASHINFER 60 \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target "$PEER_SITE" "$WHEELS"/flashinfer_python-*.whl
+run_step "flashinfer_peer" SKIP_FLASHINFER 300 \
+  env PYTHONPATH="$PEER_SITE" python3 bench/peers/flashinfer_peer.py --shapes "$SHAPES" \
+  --json "$JSON_DIR/flashinfer_peer.json" --fidelity $QUICK_FLAG \
+  --jit-cache-in "$JIT_CACHE" --jit-cache-out "$OUT_DIR/flashinfer_jit.tar.xz"
+if [[ -x "$BUILD/turbodecode" ]]; then
+  run_step "turbodecode --device cuda --json" SKIP_CLI 120 \
+    bash -c '"$0" --device cuda --json >"$1"' "$BUILD/turbodecode" "$JSON_DIR/fidelity.json"
+  run_step "turbodecode hc --device cuda" SKIP_CLI 60 "$BUILD/turbodecode" hc --device cuda
+fi
 run_step "report_attention" SKIP_REPORT 30 \
-  python3 bench/report_attention.py --ours "$OUT_DIR/attention_bench.json" \
-  --peer "$OUT_DIR/sdpa_peer.json" --out "$OUT_DIR"
+  python3 bench/report_attention.py --ours "$JSON_DIR/attention_bench.json" \
+  --peer "$JSON_DIR/sdpa_peer.json" --out "$OUT_DIR"
+run_step "report_formats" SKIP_REPORT 30 \
+  python3 bench/report_formats.py --ours "$JSON_DIR/attention_bench.json" \
+  --flashinfer "$JSON_DIR/flashinfer_peer.json" --sdpa "$JSON_DIR/sdpa_peer.json" \
+  --fidelity "$JSON_DIR/fidelity.json" --out "$OUT_DIR"
 
 if [[ -x "$BUILD/bench/hc_bench" ]]; then
-  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_bench.json" bench/hc_bench.c*)
+  mapfile -t hc_args < <(json_args_for "$JSON_DIR/hc_bench.json" bench/hc_bench.c*)
   run_step "hc_bench" SKIP_HC 60 "$BUILD/bench/hc_bench" $QUICK_FLAG "${hc_args[@]}"
 fi
 if [[ -f bench/peers/hc_torch.py ]]; then
-  mapfile -t hc_args < <(json_args_for "$OUT_DIR/hc_torch.json" bench/peers/hc_torch.py)
+  mapfile -t hc_args < <(json_args_for "$JSON_DIR/hc_torch.json" bench/peers/hc_torch.py)
   run_step "hc_torch.py" SKIP_HC 90 python3 bench/peers/hc_torch.py $QUICK_FLAG "${hc_args[@]}"
-fi
-if [[ -x "$BUILD/turbodecode" ]]; then
-  run_step "turbodecode --device cuda" SKIP_CLI 120 "$BUILD/turbodecode" --device cuda
-  run_step "turbodecode hc --device cuda" SKIP_CLI 60 "$BUILD/turbodecode" hc --device cuda
 fi
 
 if compgen -G "$BUILD/python/turbodecode/_turbodecode*.so" >/dev/null; then
@@ -167,6 +194,7 @@ else
   done
 fi
 rm -rf "$SCRATCH"
+tar -czf "$OUT_DIR/bench_json.tar.gz" -C "$JSON_DIR" . && rm -rf "$JSON_DIR"
 
 {
   echo "GPU session: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
@@ -177,6 +205,8 @@ rm -rf "$SCRATCH"
 } >"$SUMMARY"
 echo
 [[ -f "$OUT_DIR/attention_report.md" ]] && cat "$OUT_DIR/attention_report.md"
+echo
+[[ -f "$OUT_DIR/formats_report.md" ]] && cat "$OUT_DIR/formats_report.md"
 echo
 cat "$SUMMARY"
 echo "outputs in $OUT_DIR:" "$OUT_DIR"/*

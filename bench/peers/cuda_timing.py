@@ -1,7 +1,20 @@
-"""CUDA-event timing shared by the PyTorch peers: warm-up, then the median of many runs."""
+"""CUDA-event timing shared by the PyTorch peers: warm-up, then the median of many runs, and
+the benchmark's L2 policy (how many copies of an input to rotate through)."""
 import statistics
 
 import torch
+
+# attention_bench's rule (kRotationBytes, kMaxRotation): a cache under 200 MiB could stay in
+# the 60 MB L2 between calls, so successive calls cycle through enough copies for ≥ 200 MiB.
+ROTATION_BYTES = 200 << 20
+MAX_ROTATION = 32
+
+
+def rotation_copies(cache_bytes):
+    """Copies of a cache of `cache_bytes` that successive calls rotate through."""
+    if cache_bytes >= ROTATION_BYTES:
+        return 1
+    return min(MAX_ROTATION, max(2, -(-ROTATION_BYTES // cache_bytes)))
 
 
 def median_event_us(fn, warmup, reps):

@@ -20,10 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from cuda_timing import median_event_us, median_graph_us
+from cuda_timing import median_event_us, median_graph_us, rotation_copies
 
-ROTATION_BYTES = 200 << 20
-MAX_ROTATION = 32
 FUSED_BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -41,10 +39,8 @@ class DecodeInputs:
         kv_heads = hq if expanded else hkv
         kv_bytes = 2 * 2 * kv_heads * d * sum(shape["lengths"])
         self.bytes = kv_bytes + 2 * 2 * hq * d * len(shape["lengths"])
-        copies = 1 if kv_bytes >= ROTATION_BYTES else min(
-            MAX_ROTATION, max(2, -(-ROTATION_BYTES // kv_bytes)))
         self.copies = []
-        for _ in range(copies):
+        for _ in range(rotation_copies(kv_bytes)):
             if shape["mixed"]:
                 rows = [self._tensors(1, length, hq, kv_heads, d) for length in shape["lengths"]]
             else:
