@@ -118,8 +118,8 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
 
 // Batch sizes and widths at the edges of HC-pre's launch schedules. n_hc = 4 with E ≤ 5120, E % 8
 // = 0 and aligned views runs on clusters. While all of them run at once (H200: T ≤ 56) that is
-// hc_pre_cluster.cu: one row each (T = 1 … 4 here), else groups of 8 rows, the last one partial
-// (T = 9 … 33). More rows take the row clusters of hc_pre_row_clusters.cu, tiles of 8 rows, the
+// cluster_small_t.cu: one row each (T = 1 … 4 here), else groups of 8 rows, the last one partial
+// (T = 9 … 33). More rows take the row clusters of row_clusters.cu, tiles of 8 rows, the
 // last one partial: 8 blocks per tile up to T = 512 (T = 57 … 129), 2 beyond (T = 523, 530: the
 // last tile's rows all on the first block). There: a last chunk of one span (E = 4104: 65
 // chunks, one block with 9, or 33 of 2), a partial half chunk (E = 40: blocks without chunks), a

@@ -1,5 +1,5 @@
-// The span arithmetic of norm-mix and HC-pre, shared by the grid kernel (hc_pre.cu) and the
-// cluster kernels (hc_pre_cluster.cu, hc_pre_row_clusters.cu), so that all compute every mix
+// The span arithmetic of norm-mix and HC-pre, shared by the grid kernel (grid.cu) and the
+// cluster kernels (cluster_small_t.cu, row_clusters.cu), so that all compute every mix
 // output with the same operations in the same order: a row's results do not depend on which
 // kernel ran it.
 //

@@ -2,7 +2,7 @@
 // up to kRows rows (1, or 8: one tensor-core tile of rows), exchanging partial results through
 // distributed shared memory instead of global memory and a completion counter (docs/hc.md,
 // "HC-pre on a cluster"). Compiled for n_hc = 4 and rows of up to 80 chunks (E ≤ 5120) with
-// 16-byte aligned x and W; other problems take the grid kernel (hc_pre.cu).
+// 16-byte aligned x and W; other problems take the grid kernel (grid.cu).
 //
 // Block b of a cluster computes chunks b, b + 16, … of its rows, the two halves of a chunk by
 // its 8 warps, one span each, with every load of the launch issued at the start: W, x, and for
@@ -16,7 +16,7 @@
 // norm block (block r for row r of the group), which after a second barrier runs the RMSNorm.
 // Block 15 arrives at that barrier before its Sinkhorn, so the RMSNorm never waits for it.
 //
-// The arithmetic is the grid kernel's (pre_spans.cuh, hc_rows.cuh): the same MMAs per span, the
+// The arithmetic is the grid kernel's (spans.cuh, hc_rows.cuh): the same MMAs per span, the
 // same orders for spans, halves, chunks and rows (combine_entry: the grid kernel's lane sums
 // and butterfly), the thread-to-quad map of the standalone collapse + RMSNorm routine,
 // and hc_split_row<4>'s float operations (split_row4_lanes). A row's results are bitwise those
@@ -28,10 +28,10 @@
 #include "common/cuda/cluster_launch.cuh"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dependent_launch.cuh"
-#include "hc/cuda/hc_pre_cluster.h"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
-#include "hc/cuda/pre_clusters.cuh"
-#include "hc/cuda/pre_spans.cuh"
+#include "hc/cuda/pre/clusters.cuh"
+#include "hc/cuda/pre/spans.cuh"
 
 namespace turbodecode::cuda {
 namespace {
@@ -416,7 +416,7 @@ void launch_groups(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
 // One row per cluster while all the clusters run at once (H200: up to 7 rows, HC-pre ≈ 7.2 µs
 // against ≈ 9.4 µs for a group of up to 8 rows), groups of 8 rows beyond, as long as all the
 // groups run at once (H200: T ≤ 56). More rows would run in waves of one latency chain each:
-// those take the row clusters (hc_pre_row_clusters.cu; H200, same-call A/B, HC-pre at T = 64
+// those take the row clusters (row_clusters.cu; H200, same-call A/B, HC-pre at T = 64
 // 18.5 µs here against 14.7 there, at T = 512 89.1 against 48.8).
 template <bool kFull>
 bool try_launch(const ClusterLaunch& p, std::int64_t rows, Stream stream) {

@@ -1,5 +1,5 @@
-// What the two norm-mix / HC-pre cluster kernels share (hc_pre_cluster.cu for small T,
-// hc_pre_row_clusters.cu for many rows): which problems they take, a cluster's rows, and the
+// What the two norm-mix / HC-pre cluster kernels share (cluster_small_t.cu for small T,
+// row_clusters.cu for many rows): which problems they take, a cluster's rows, and the
 // arrival that lets blocks write into each other's shared memory.
 #pragma once
 

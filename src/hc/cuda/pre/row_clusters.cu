@@ -1,6 +1,6 @@
 // norm-mix and HC-pre for many rows (docs/hc.md, "HC-pre for many rows"): one cluster per tile of
 // 8 rows (one MMA column tile), of 8 blocks (a row each) up to T = 512 and of 2 blocks (four
-// rows each) beyond. The small-T cluster kernel (hc_pre_cluster.cu) puts 16 blocks on a group
+// rows each) beyond. The small-T cluster kernel (cluster_small_t.cu) puts 16 blocks on a group
 // and keeps every load of the launch in registers, one block per SM: beyond the groups that run
 // at once they would run in waves of one latency chain each. Here a block streams its chunks,
 // each chunk's loads issued two chunks ahead, in at most 128 registers per thread and 21 KiB
@@ -8,7 +8,7 @@
 // overlaps other tiles' loads.
 //
 // Block b computes chunks b, b + kBlocks, … of the tile's rows, the two halves of a chunk by its
-// 8 warps, one span each (pre_spans.cuh); as each chunk is done, its totals go into the shared
+// 8 warps, one span each (spans.cuh); as each chunk is done, its totals go into the shared
 // memory of the blocks that finish the rows. After a cluster barrier those add them up in the
 // grid kernel's order (combine_in_lane_order) and write the mix rows; for HC-pre warp 0 runs the
 // splits, four lanes per row, and then the block collapses and normalises its rows one by one
@@ -21,10 +21,10 @@
 #include "common/cuda/cluster_launch.cuh"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dependent_launch.cuh"
-#include "hc/cuda/hc_pre_cluster.h"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
-#include "hc/cuda/pre_clusters.cuh"
-#include "hc/cuda/pre_spans.cuh"
+#include "hc/cuda/pre/clusters.cuh"
+#include "hc/cuda/pre/spans.cuh"
 
 namespace turbodecode::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // norm-mix and HC-pre in one launch on a grid of blocks (docs/hc.md, "HC-pre in one launch"):
-// the kernel for the shapes the cluster kernels (hc_pre_cluster.cu, hc_pre_row_clusters.cu) do
+// the kernel for the shapes the cluster kernels (cluster_small_t.cu, row_clusters.cu) do
 // not take: n_hc ≠ 4, E > 5120 or E % 8 ≠ 0, views that do not allow 16-byte loads. The span
-// arithmetic is pre_spans.cuh's. A block covers one half or one whole chunk for one or more groups
+// arithmetic is spans.cuh's. A block covers one half or one whole chunk for one or more groups
 // of up to 8 rows, sums its spans in span order and stores per row the M partial dot products and
 // the partial sum of squares in the workspace. The last block of a group to arrive (a counter it
 // resets to zero) adds the chunks up in a fixed order and finishes the group's rows: mix, then for
@@ -19,9 +19,9 @@
 
 #include "common/cuda/cuda_check.cuh"
 #include "hc/cuda/hc_cuda.h"
-#include "hc/cuda/hc_pre_cluster.h"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
-#include "hc/cuda/pre_spans.cuh"
+#include "hc/cuda/pre/spans.cuh"
 #include "hc/pre_workspace.h"
 
 namespace turbodecode::cuda {

@@ -1,8 +1,8 @@
 // norm-mix and HC-pre on thread-block clusters: while all of a launch's clusters run at once, one
-// cluster of 16 blocks per row or group of 8 rows (hc_pre_cluster.cu); for more rows one cluster
-// of 8 blocks per tile of 8 rows (hc_pre_row_clusters.cu). Each call launches and returns true
+// cluster of 16 blocks per row or group of 8 rows (cluster_small_t.cu); for more rows one cluster
+// of 8 blocks per tile of 8 rows (row_clusters.cu). Each call launches and returns true
 // when the problem, T and the device allow it, and returns false without launching otherwise;
-// the caller tries them in that order, then takes the grid kernel (hc_pre.cu).
+// the caller tries them in that order, then takes the grid kernel (grid.cu).
 #pragma once
 
 #include <cstdint>
