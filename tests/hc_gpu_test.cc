@@ -148,6 +148,32 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
   });
 }
 
+// plan_hc_pre finds the cluster kernels resident on this device, and the T of the tests here
+// run the kernels their comments name (as on an H200: the small-T clusters up to T = 56, one
+// row per cluster up to 7; the row clusters beyond, 8 blocks per tile up to T = 512, 2 above;
+// the grid kernel for problems the clusters do not take).
+TEST_F(HcGpu, PlanPicksTheKernelForEachBatchSize) {
+  const HcPrePlan plan = plan_hc_pre(HcParams{}, 8192, Device::cuda);
+  for (const HcPreResidency& r : {plan.pre_residency, plan.norm_mix_residency}) {
+    EXPECT_EQ(r.single_row_clusters, 7) << "the T below are those of an H200";
+    EXPECT_EQ(r.row_group_clusters, 7);
+    EXPECT_GT(r.tile_clusters_8, 0);
+    EXPECT_GT(r.tile_clusters_2, 0);
+  }
+  for (std::int64_t t : {1, 3, 4, 5, 7, 8, 9, 13, 16, 20, 33, 40, 56}) {
+    EXPECT_EQ(hc_pre_kernel(plan, t), HcPreKernel::cluster_small_t) << "T " << t;
+    EXPECT_EQ(hc_norm_mix_kernel(plan, t), HcPreKernel::cluster_small_t) << "T " << t;
+  }
+  for (std::int64_t t : {57, 60, 64, 65, 70, 72, 100, 129, 200, 512, 523, 530, 600, 8192}) {
+    EXPECT_EQ(hc_pre_kernel(plan, t), HcPreKernel::row_clusters) << "T " << t;
+    EXPECT_EQ(hc_norm_mix_kernel(plan, t), HcPreKernel::row_clusters) << "T " << t;
+  }
+  HcParams three;
+  three.n_hc = 3;
+  EXPECT_EQ(hc_pre_kernel(plan_hc_pre(three, 8, Device::cuda), 1), HcPreKernel::grid);
+  EXPECT_EQ(hc_pre_kernel(plan_hc_pre(HcParams{}, 8, Device::cpu), 1), HcPreKernel::cpu);
+}
+
 // A row's HC-pre outputs are bitwise the same alone (a cluster of one row) and inside batches
 // (groups of 8 rows on the small-T clusters at T = 40, tiles of 8 rows on the row clusters at
 // T = 70 and 512 (8 blocks per tile) and 600 (2); the row at the start, middle or end of its

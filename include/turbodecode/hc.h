@@ -92,15 +92,45 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
 // follow each other on a stream and be captured into CUDA graphs. Runs that share one workspace
 // must not overlap in time (use one workspace per concurrently running stream).
+//
+// Which kernel runs a norm-mix or HC-pre is decided from the plan (hc_pre_kernel below); a
+// row's results are bitwise the same on each, only the time differs.
+enum class HcPreKernel {
+  cpu,              // the plan is for the CPU backend
+  grid,             // any problem: the rows' chunks spread over a grid of blocks
+  cluster_small_t,  // n_hc = 4, E ≤ 5120, E % 8 = 0: a 16-block cluster per row or per 8 rows,
+                    // while all of them fit on the device at once
+  row_clusters,     // the same problems at larger T: a cluster per tile of 8 rows
+};
+
+// How many clusters of each cluster-kernel shape the plan's device runs at once (0: none),
+// found once by plan_hc_pre from the device's occupancy. Zero on the CPU and for problems the
+// cluster kernels do not take.
+struct HcPreResidency {
+  int single_row_clusters = 0;  // cluster_small_t, one row per cluster
+  int row_group_clusters = 0;   // cluster_small_t, 8 rows per cluster
+  int tile_clusters_8 = 0;      // row_clusters, 8 blocks per tile (T ≤ 512)
+  int tile_clusters_2 = 0;      // row_clusters, 2 blocks per tile (T > 512)
+};
+
 struct HcPrePlan {
   HcParams params;
   Device device = Device::cpu;
   std::int64_t max_rows = 0;
-  int chunks = 1;                    // 256-column chunks per row (CUDA)
-  std::int64_t workspace_bytes = 0;  // size of the `workspace` argument (0 on the CPU)
+  int chunks = 1;                     // 256-column chunks per row (CUDA)
+  std::int64_t workspace_bytes = 0;   // size of the `workspace` argument (0 on the CPU)
+  HcPreResidency norm_mix_residency;  // the norm-mix kernels'
+  HcPreResidency pre_residency;       // the HC-pre kernels'
 };
 
 HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device device);
+
+// The kernel hc_pre (hc_norm_mix) runs for T = rows (1 ≤ rows ≤ plan.max_rows) when x and
+// mix_weight allow 16-byte loads: both start 16-byte aligned, x's row and stream strides are
+// multiples of 4 and mix_weight's row stride a multiple of 8 (true of contiguous tensors from
+// cudaMalloc). Other views run HcPreKernel::grid.
+HcPreKernel hc_pre_kernel(const HcPrePlan& plan, std::int64_t rows);
+HcPreKernel hc_norm_mix_kernel(const HcPrePlan& plan, std::int64_t rows);
 
 // x [T, n, E], mix_weight [M, n·E] f16 -> mix [T, M]. T <= plan.max_rows.
 void hc_norm_mix(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,

@@ -2,8 +2,11 @@
 // tensors' device.
 #include "turbodecode/hc.h"
 
+#include <string>
+
 #include "common/validate.h"
 #include "hc/hc_cpu.h"
+#include "hc/pre_kernel.h"
 #include "hc/pre_workspace.h"
 #include "hc/validate_hc.h"
 
@@ -86,7 +89,34 @@ HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device devi
     plan.workspace_bytes = hc::pre_workspace_bytes(max_rows, chunks, hc_mix_width(params.n_hc));
   }
   hc::validate_plan(plan);
+#ifdef TURBODECODE_WITH_CUDA
+  if (device == Device::cuda) {
+    plan.norm_mix_residency = cuda::hc_norm_mix_residency(params);
+    plan.pre_residency = cuda::hc_pre_residency(params);
+  }
+#endif
   return plan;
+}
+
+namespace {
+
+HcPreKernel pre_kernel_for(const HcPrePlan& plan, const HcPreResidency& residency,
+                           std::int64_t rows) {
+  hc::validate_plan(plan);
+  check_arg(rows >= 1 && rows <= plan.max_rows, "rows",
+            "must be in [1, plan.max_rows = " + std::to_string(plan.max_rows) + "]");
+  if (plan.device == Device::cpu) return HcPreKernel::cpu;
+  return hc::choose_pre_kernel(residency, plan.params, rows, /*vector_loads=*/true);
+}
+
+}  // namespace
+
+HcPreKernel hc_pre_kernel(const HcPrePlan& plan, std::int64_t rows) {
+  return pre_kernel_for(plan, plan.pre_residency, rows);
+}
+
+HcPreKernel hc_norm_mix_kernel(const HcPrePlan& plan, std::int64_t rows) {
+  return pre_kernel_for(plan, plan.norm_mix_residency, rows);
 }
 
 void hc_norm_mix(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,

@@ -28,9 +28,9 @@
 #include "common/cuda/cluster_launch.cuh"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dependent_launch.cuh"
-#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "hc/cuda/pre/clusters.cuh"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/pre/spans.cuh"
 
 namespace turbodecode::cuda {
@@ -40,7 +40,7 @@ namespace cg = cooperative_groups;
 
 constexpr int kClusterBlocks = 16;  // a non-portable cluster size (allowed on Hopper)
 constexpr int kBlockChunks = 5;     // chunks per block: rows of up to 16 · 5 · 256 = 20480 values
-constexpr int kClusterN = 4;        // compiled for n_hc = 4 (M = 24: one round of outputs)
+constexpr int kClusterN = hc::kClusterN;  // M = 24: one round of outputs
 constexpr int kClusterM = hc_mix_width(kClusterN);
 constexpr int kEntries = kClusterM + 1;  // the M outputs and the sum of squares
 constexpr int kSlabElements = kQuad * kRowThreads;
@@ -55,7 +55,7 @@ static_assert(kClusterM == kTileOutputs + 8, "W rows g, g + 8 and 16 + g are the
 static_assert(kBlockChunks * kClusterBlocks * hc::kPreChunkWidth ==
                       kClusterN * kMaxSlabs * kSlabElements &&
                   kMaxSlabs * kSlabElements == kClusterMaxEmbd,
-              "the spans and the slabs cover the widest row fits_cluster_kernels lets in");
+              "the spans and the slabs cover the widest row the cluster kernels take");
 
 // Collapse tasks (row, slab) one block takes at most.
 template <int kRows>
@@ -398,9 +398,8 @@ cudaLaunchConfig_t cluster_config(std::int64_t rows, Stream stream,
                                sizeof(ClusterShared<kRows>), native(stream), attributes);
 }
 
-// How many clusters of this kernel the current device runs at once (0: none can run).
 template <bool kFull, int kRows>
-int clusters_at_once() {
+int resident_groups() {
   cudaLaunchAttribute attributes[2];
   return resident_clusters<cluster_pre_kernel<kFull, kRows>>(
       cluster_config<kRows>(1, Stream{}, attributes));
@@ -410,24 +409,17 @@ template <bool kFull, int kRows>
 void launch_groups(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
   cudaLaunchAttribute attributes[2];
   const cudaLaunchConfig_t config = cluster_config<kRows>(rows, stream, attributes);
+  TD_CUDA_CHECK((allow_cluster_kernel<cluster_pre_kernel<kFull, kRows>>(config.dynamicSmemBytes)));
   TD_CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_pre_kernel<kFull, kRows>, p));
 }
 
-// One row per cluster while all the clusters run at once (H200: up to 7 rows, HC-pre ≈ 7.2 µs
-// against ≈ 9.4 µs for a group of up to 8 rows), groups of 8 rows beyond, as long as all the
-// groups run at once (H200: T ≤ 56). More rows would run in waves of one latency chain each:
-// those take the row clusters (row_clusters.cu; H200, same-call A/B, HC-pre at T = 64
-// 18.5 µs here against 14.7 there, at T = 512 89.1 against 48.8).
 template <bool kFull>
-bool try_launch(const ClusterLaunch& p, std::int64_t rows, Stream stream) {
-  if (!fits_cluster_kernels(p.norm_mix)) return false;
-  if (rows <= clusters_at_once<kFull, 1>()) {
+void launch(const ClusterLaunch& p, std::int64_t rows, int rows_per_cluster, Stream stream) {
+  if (rows_per_cluster == 1) {
     launch_groups<kFull, 1>(p, rows, stream);
-    return true;
+  } else {
+    launch_groups<kFull, kPreMaxGroupRows>(p, rows, stream);
   }
-  if (rows > kPreMaxGroupRows * clusters_at_once<kFull, kPreMaxGroupRows>()) return false;
-  launch_groups<kFull, kPreMaxGroupRows>(p, rows, stream);
-  return true;
 }
 
 ClusterLaunch make_launch(const hc::NormMixArgs& args) {
@@ -440,14 +432,20 @@ ClusterLaunch make_launch(const hc::NormMixArgs& args) {
 
 }  // namespace
 
-bool hc_norm_mix_on_cluster(const hc::NormMixArgs& args, Stream stream) {
-  return try_launch<false>(make_launch(args), args.rows, stream);
+int cluster_small_t_residency(bool full, int rows_per_cluster) {
+  if (rows_per_cluster == 1) return full ? resident_groups<true, 1>() : resident_groups<false, 1>();
+  return full ? resident_groups<true, kPreMaxGroupRows>()
+              : resident_groups<false, kPreMaxGroupRows>();
 }
 
-bool hc_pre_on_cluster(const hc::PreArgs& args, Stream stream) {
+void norm_mix_on_cluster_small_t(const hc::NormMixArgs& args, int rows_per_cluster, Stream stream) {
+  launch<false>(make_launch(args), args.rows, rows_per_cluster, stream);
+}
+
+void pre_on_cluster_small_t(const hc::PreArgs& args, int rows_per_cluster, Stream stream) {
   ClusterLaunch p = make_launch(args.norm_mix);
   p.split_collapse = args.split_collapse;
-  return try_launch<true>(p, args.norm_mix.rows, stream);
+  launch<true>(p, args.norm_mix.rows, rows_per_cluster, stream);
 }
 
 }  // namespace turbodecode::cuda

@@ -1,26 +1,16 @@
 // What the two norm-mix / HC-pre cluster kernels share (cluster_small_t.cu for small T,
-// row_clusters.cu for many rows): which problems they take, a cluster's rows, and the
-// arrival that lets blocks write into each other's shared memory.
+// row_clusters.cu for many rows): a cluster's rows, and the arrival that lets blocks write into
+// each other's shared memory. Which problems they take: hc/pre_kernel.h.
 #pragma once
 
 #include <cstdint>
 
 #include "hc/hc_args.h"
+#include "hc/pre_kernel.h"
 
 namespace turbodecode::cuda {
 
-// Whether the cluster kernels take a norm-mix / HC-pre problem: n_hc = 4, E ≤ 5120 (rows of at
-// most 80 chunks) and 16-byte loads of 8 x and W values everywhere.
-inline constexpr int kClusterMaxEmbd = 5120;
-
-inline bool fits_cluster_kernels(const hc::NormMixArgs& a) {
-  const auto aligned16 = [](const void* ptr) {
-    return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
-  };
-  return a.n_hc == 4 && a.embd % 8 == 0 && a.embd <= kClusterMaxEmbd && aligned16(a.x.data) &&
-         a.x.row_stride % 4 == 0 && a.x.stream_stride % 4 == 0 && aligned16(a.weight) &&
-         a.weight_stride % 8 == 0;
-}
+using hc::kClusterMaxEmbd;
 
 // The rows of a cluster's group (blockIdx.y): first .. first + count − 1 of the launch.
 struct RowGroup {

@@ -18,9 +18,8 @@
 #include <cstdint>
 
 #include "common/cuda/cuda_check.cuh"
-#include "hc/cuda/hc_cuda.h"
-#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/pre/spans.cuh"
 #include "hc/pre_workspace.h"
 
@@ -435,15 +434,13 @@ void launch_pre(const PreLaunch& p, Stream stream) {
 
 }  // namespace
 
-void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
-                 Stream stream) {
-  if (hc_norm_mix_on_cluster(args, stream) || hc_norm_mix_on_row_clusters(args, stream)) return;
+void norm_mix_on_grid(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
+                      Stream stream) {
   launch_pre<false>(make_launch(plan, args, workspace), stream);
   TD_CUDA_CHECK_LAUNCH("pre_kernel<norm-mix>");
 }
 
-void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
-  if (hc_pre_on_cluster(args, stream) || hc_pre_on_row_clusters(args, stream)) return;
+void pre_on_grid(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream) {
   PreLaunch p = make_launch(plan, args.norm_mix, workspace);
   p.split_collapse = args.split_collapse;
   launch_pre<true>(p, stream);

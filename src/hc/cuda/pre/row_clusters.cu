@@ -21,9 +21,9 @@
 #include "common/cuda/cluster_launch.cuh"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dependent_launch.cuh"
-#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/hc_rows.cuh"
 #include "hc/cuda/pre/clusters.cuh"
+#include "hc/cuda/pre/launch.h"
 #include "hc/cuda/pre/spans.cuh"
 
 namespace turbodecode::cuda {
@@ -32,7 +32,7 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTileRows = hc::kPreMaxGroupRows;
-constexpr int kN = 4;
+constexpr int kN = hc::kClusterN;
 constexpr int kM = hc_mix_width(kN);
 constexpr int kEntries = kM + 1;  // the M outputs and the sum of squares
 constexpr int kMaxChunks = kN * kClusterMaxEmbd / hc::kPreChunkWidth;
@@ -257,30 +257,37 @@ __global__ void __launch_bounds__(kRowThreads, 2) tile_pre_kernel(const TileLaun
   }
 }
 
-template <bool kFull, int kBlocks>
-bool try_launch(const TileLaunch& p, Stream stream) {
-  const auto config = [&](std::int64_t rows, Stream on, cudaLaunchAttribute(&attributes)[2]) {
-    return cluster_launch_config(rows, kTileRows, kBlocks, kRowThreads, sizeof(TileShared<kBlocks>),
-                                 native(on), attributes);
-  };
-  cudaLaunchAttribute attributes[2];
-  if (resident_clusters<tile_pre_kernel<kFull, kBlocks>>(config(1, Stream{}, attributes)) == 0)
-    return false;
-  const cudaLaunchConfig_t launch = config(p.norm_mix.rows, stream, attributes);
-  TD_CUDA_CHECK(cudaLaunchKernelEx(&launch, tile_pre_kernel<kFull, kBlocks>, p));
-  return true;
+template <int kBlocks>
+cudaLaunchConfig_t tile_config(std::int64_t rows, Stream stream,
+                               cudaLaunchAttribute (&attributes)[2]) {
+  return cluster_launch_config(rows, kTileRows, kBlocks, kRowThreads, sizeof(TileShared<kBlocks>),
+                               native(stream), attributes);
 }
 
-// Clusters of 8 blocks up to kWideRows rows, of 2 beyond, where their blocks' longer runs of
-// chunks pay (H200, same-call A/B: HC-pre at T = 512 48.7 µs with 8 blocks against 52.5 with 2,
-// at T = 1024 80.0 against 63.8, at T = 8192 558 against 485).
-constexpr std::int64_t kWideRows = 512;
+template <bool kFull, int kBlocks>
+int resident_tiles() {
+  cudaLaunchAttribute attributes[2];
+  return resident_clusters<tile_pre_kernel<kFull, kBlocks>>(
+      tile_config<kBlocks>(1, Stream{}, attributes));
+}
 
+template <bool kFull, int kBlocks>
+void launch_tiles(const TileLaunch& p, Stream stream) {
+  cudaLaunchAttribute attributes[2];
+  const cudaLaunchConfig_t config = tile_config<kBlocks>(p.norm_mix.rows, stream, attributes);
+  TD_CUDA_CHECK((allow_cluster_kernel<tile_pre_kernel<kFull, kBlocks>>(config.dynamicSmemBytes)));
+  TD_CUDA_CHECK(cudaLaunchKernelEx(&config, tile_pre_kernel<kFull, kBlocks>, p));
+}
+
+// Clusters of 8 blocks up to hc::kWideRows rows, of 2 beyond, where their blocks' longer runs
+// of chunks pay (docs/hc.md, "HC-pre for many rows").
 template <bool kFull>
-bool try_launch(const TileLaunch& p, Stream stream) {
-  if (!fits_cluster_kernels(p.norm_mix)) return false;
-  return p.norm_mix.rows <= kWideRows ? try_launch<kFull, 8>(p, stream)
-                                      : try_launch<kFull, 2>(p, stream);
+void launch(const TileLaunch& p, Stream stream) {
+  if (p.norm_mix.rows <= hc::kWideRows) {
+    launch_tiles<kFull, 8>(p, stream);
+  } else {
+    launch_tiles<kFull, 2>(p, stream);
+  }
 }
 
 TileLaunch make_launch(const hc::NormMixArgs& args) {
@@ -292,14 +299,19 @@ TileLaunch make_launch(const hc::NormMixArgs& args) {
 
 }  // namespace
 
-bool hc_norm_mix_on_row_clusters(const hc::NormMixArgs& args, Stream stream) {
-  return try_launch<false>(make_launch(args), stream);
+int row_clusters_residency(bool full, int blocks_per_tile) {
+  if (blocks_per_tile == 8) return full ? resident_tiles<true, 8>() : resident_tiles<false, 8>();
+  return full ? resident_tiles<true, 2>() : resident_tiles<false, 2>();
 }
 
-bool hc_pre_on_row_clusters(const hc::PreArgs& args, Stream stream) {
+void norm_mix_on_row_clusters(const hc::NormMixArgs& args, Stream stream) {
+  launch<false>(make_launch(args), stream);
+}
+
+void pre_on_row_clusters(const hc::PreArgs& args, Stream stream) {
   TileLaunch p = make_launch(args.norm_mix);
   p.split_collapse = args.split_collapse;
-  return try_launch<true>(p, stream);
+  launch<true>(p, stream);
 }
 
 }  // namespace turbodecode::cuda
