@@ -256,12 +256,11 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
 
 // split of one n = 4 row by the four lanes of an aligned lane quad of a warp (every lane of the
 // warp calls it, each quad with its own row), into out[0 .. M) when `write`: the float
-// operations of hc_split_row<4>. Lane r of a quad computes the logits, stream weights and row
-// softmax of comb row r, the parts with the long exponentials and divisions; then every lane of
-// the quad gathers the whole matrix and runs the Sinkhorn rounds on it itself, with
-// hc_split_row's functions, so no shuffle lies on the rounds' dependent chain. Micro-benchmark
-// (H200, 20 rounds): one thread doing it all 4 400 cycles, four lanes with a butterfly per
-// column sum 3 800, this way 3 300; HC-pre at T = 1 went 6.60 → 6.22 µs (same-call A/B).
+// operations of hc_split_row<4>, with hc_sinkhorn<4> in its lane-parallel form. Lane r of a quad
+// computes the logits, stream weights and row softmax of comb row r, the parts with the long
+// exponentials and divisions; then every lane of the quad gathers the whole matrix and runs
+// hc_sinkhorn_rounds on it itself, so no shuffle lies on the rounds' dependent chain (docs/hc.md,
+// "Tried, not kept": a butterfly per column sum).
 __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* scale,
                                                  const float* base, int iters, float eps,
                                                  float* out, bool write) {
@@ -285,11 +284,7 @@ __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* 
     for (int k = 0; k < kN; ++k)
       matrix[kN * row + k] = __shfl_sync(0xffffffffu, c[k], (lane & ~(kN - 1)) | row);
   }
-  hc_normalise_columns<kN>(matrix, kN, eps);
-  for (int it = 1; it < iters; ++it) {
-    hc_normalise_rows<kN>(matrix, kN, eps);
-    hc_normalise_columns<kN>(matrix, kN, eps);
-  }
+  hc_sinkhorn_rounds<kN>(matrix, kN, iters, eps);
   if (write) {
     out[r] = pre;
     out[kN + r] = post;
