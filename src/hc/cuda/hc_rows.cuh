@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
+#include "common/cuda/warp.cuh"
 #include "hc/hc_args.h"
 #include "hc/hc_math.h"
-#include "q8/cuda/q8_warp_dot.cuh"
 
 namespace turbodecode::cuda {
 
@@ -282,7 +282,7 @@ __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* 
   for (int k = 0; k < kN; ++k) c[k] = fmaf(c[k], inv, eps);
   for (int row = 0; row < kN; ++row) {
     for (int k = 0; k < kN; ++k)
-      matrix[kN * row + k] = __shfl_sync(0xffffffffu, c[k], (lane & ~(kN - 1)) | row);
+      matrix[kN * row + k] = __shfl_sync(kFullWarpMask, c[k], (lane & ~(kN - 1)) | row);
   }
   hc_sinkhorn_rounds<kN>(matrix, kN, iters, eps);
   if (write) {

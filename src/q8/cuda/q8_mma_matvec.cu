@@ -26,6 +26,7 @@
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/mma_tf32.cuh"
 #include "common/cuda/shared_memory_opt_in.cuh"
+#include "common/cuda/warp.cuh"
 #include "q8/cuda/q8_cuda.h"
 #include "q8/cuda/q8_widen.cuh"
 #include "q8/q8_mma_layout.h"
@@ -35,7 +36,7 @@ namespace {
 
 namespace layout = q8::mma;
 
-constexpr int kLanes = 32;
+constexpr int kLanes = kWarpSize;
 constexpr int kStages = 3;
 constexpr std::int64_t kMaxGridY = 65535;
 

@@ -21,10 +21,10 @@
 #include <cstdint>
 
 #include "common/cuda/mma_tf32.cuh"
+#include "common/cuda/warp.cuh"
 #include "hc/hc_args.h"
 #include "hc/hc_math.h"
 #include "hc/pre_workspace.h"
-#include "q8/cuda/q8_warp_dot.cuh"
 
 namespace turbodecode::cuda {
 
@@ -142,21 +142,22 @@ __device__ __forceinline__ void span_products_packed(const LaneWeights& w, const
   }
 #pragma unroll
   for (int q = 0; q < kRoundTiles; ++q) {
-    const float lo_g = __shfl_xor_sync(0xffffffffu, parts[q][0], 1);
-    const float lo_g8 = __shfl_xor_sync(0xffffffffu, parts[q][2], 1);
+    const float lo_g = __shfl_xor_sync(kFullWarpMask, parts[q][0], 1);
+    const float lo_g8 = __shfl_xor_sync(kFullWarpMask, parts[q][2], 1);
     d[q][0] = parts[q][0] + (parts[q][1] + lo_g);
     d[q][1] = parts[q][2] + (parts[q][3] + lo_g8);
   }
 }
 
 // Σ x² of the lane's row over the span: each lane its 8 columns in order, then a butterfly over
-// the 4 lanes of the row (t); every lane gets its row's value.
+// the 4 lanes of the row (t) with offsets 1 then 2, the order that defines every HC-pre kernel's
+// bits (butterfly_sum<4> adds in the other order); every lane gets its row's value.
 __device__ __forceinline__ float span_squares(const LaneInputs& x) {
   float squares = 0.0f;
 #pragma unroll
   for (int j = 0; j < kLaneColumns; ++j) squares = fmaf(x.v[j], x.v[j], squares);
-  squares += __shfl_xor_sync(0xffffffffu, squares, 1);
-  squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+  squares += __shfl_xor_sync(kFullWarpMask, squares, 1);
+  squares += __shfl_xor_sync(kFullWarpMask, squares, 2);
   return squares;
 }
 
