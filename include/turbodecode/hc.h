@@ -75,18 +75,16 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // ---- norm-mix and HC-pre (one launch) -------------------------------------------------------
 //
 // norm-mix: ρ = 1/sqrt(mean(x²) + norm_eps) over the whole n·E row, mix[k] = ρ·Σ_i W[k][i]·x_i
-// with the mix matrix W [M, n·E] F16 (i = h·E + d). On CUDA the products run on tensor cores
-// (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced
-// by separate thread blocks; the last block to finish a group of rows (a completion counter in the
-// workspace, reset by that block) combines the chunks in a fixed order, so results are
-// deterministic and independent of the batch. For n = 4, E ≤ 5120 and 16-byte aligned x and W
-// the rows instead run on thread-block clusters that exchange the same chunk sums through
-// distributed shared memory (the workspace is then not touched): clusters of 16 blocks, one per
-// row or group of 8 rows, while all of them fit on the device at once, else clusters of 8 or 2
-// blocks per tile of 8 rows. A row's results are bitwise the same on every kernel. The small-T
-// clusters read the parameters (mix_weight, and for HC-pre scale, base and norm_weight) as soon
-// as the launch starts, which may be while the kernel before it on the stream still runs: they
-// must not be written by the kernel launched just before (x may be).
+// with the mix matrix W [M, n·E] F16 (i = h·E + d), accurate to f32 on both backends.
+//
+// Determinism and batch invariance: every sum runs in a fixed order, so on one backend a row's
+// results are bitwise the same on every run, whatever T, the row's place in the batch or the
+// kernel that runs it (HcPreKernel below).
+//
+// Parameters read early: on CUDA a launch may start while the kernel launched just before it
+// on the stream is still running, and may read mix_weight (and for HC-pre scale, base and
+// norm_weight) before that kernel ends. So that kernel must not write them; x, and the outputs,
+// keep ordinary stream order.
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
