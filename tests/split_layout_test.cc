@@ -156,7 +156,7 @@ TEST(SplitLayout, PaddedTensorCoreValueCodeLoadsAreConflictFree) {
 }
 
 // The model itself, on the unpadded pitch: four-way conflicts per phase, 8 wavefronts at D 256
-// as Nsight Compute measured (docs/results/2026-11-30-h200-session12), and 16 at D 512.
+// as Nsight Compute measured on the H200, and 16 at D 512.
 TEST(SplitLayout, BankModelReproducesTheMeasuredConflict) {
   for (int d : {256, 512}) {
     SplitShape s(d, 8, RowCodec::f16, RowCodec::tq_byte);

@@ -23,9 +23,8 @@ TD_HOST_DEVICE float hc_mul(float a, float b) {
 }
 
 // 1/x for the Sinkhorn normalisations. On the GPU the correctly rounded reciprocal costs a
-// branchy slow-path check per call, and one thread runs 20 dependent rounds of them: measured
-// on an H200 (2026-11-30), one n = 4 split took 7.6 µs with 1/x and 4.8 µs with __fdividef.
-// The hardware approximation alone (rcp.approx.ftz, ≤ 1 ulp) is shorter still: the sums it
+// branchy slow-path check per call, and one thread runs 20 dependent rounds of them (docs/hc.md,
+// "Tried, not kept"). The hardware approximation (rcp.approx.ftz, ≤ 1 ulp) is enough: the sums it
 // inverts lie in [ε, n], far from subnormals and overflow. Fused and unfused kernels share this
 // function, so they still agree bitwise; the CPU keeps 1/x.
 TD_HOST_DEVICE float hc_reciprocal(float x) {

@@ -43,8 +43,8 @@ __device__ __forceinline__ float collapse_element(const hc::CollapseArgs& args, 
 // for quads q = i, i + 256, …, and a sum of squares runs over the thread's quads in order and
 // over a quad's elements in order. A quad is one 16-byte access where the row allows it and four
 // scalar ones otherwise: the same values in the same order either way, so results do not depend
-// on alignment. (H200, T = 1: with one element per thread and pass, one block's collapse +
-// RMSNorm of a 16 KB row kept ~80 scalar loads per thread in flight and took ≈ 2.4 µs.)
+// on alignment. (One element per thread and pass keeps too many scalar loads per thread in
+// flight: docs/hc.md, "Tried, not kept".)
 inline constexpr int kQuad = 4;
 inline constexpr int kQuadStride = kQuad * kRowThreads;  // elements between a thread's quads
 

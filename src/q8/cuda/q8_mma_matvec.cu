@@ -83,9 +83,8 @@ __device__ __forceinline__ int span_lead(const q8::MatvecArgs& a, std::int64_t r
 }
 
 // What a thread copies for every stage of a tile, worked out once per tile (recomputing the
-// rows' addresses and leads every stage took half of the kernel's instructions at T = 32; with
-// this, H200: T = 8 … 128 −13 to −14%, T = 512 −3%, although the prefill shape now spills 80
-// bytes under its 128-register cap):
+// rows' addresses and leads every stage took half of the kernel's instructions at T = 32; this
+// is faster although the prefill shape spills 80 bytes under its 128-register cap):
 // weight items i = thread, thread + kThreads, … (chunk i mod kRowChunks of tile row
 // i / kRowChunks) and, for 16-byte aligned inputs, input items (4 columns of one token).
 template <class Shape>

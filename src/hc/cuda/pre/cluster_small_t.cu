@@ -72,8 +72,8 @@ template <int kRows>
 struct ClusterShared {
   float spans[kBlockChunks][2][kSpansPerHalf][kRows][kEntries];  // this block's span results
   // Every block's chunk totals, [block][i][row] for chunk block + 16 i, pushed by their blocks
-  // into the blocks that need them. (With remote loads in the combine instead, norm-mix took
-  // 8.8 rather than 5.4 µs at T = 1, H200.)
+  // into the blocks that need them (remote loads in the combine are slower: docs/hc.md, "Tried,
+  // not kept").
   float chunks[kClusterBlocks][kBlockChunks][kRows][kEntries];
   float totals[kRows][kEntries];
   float mix[kRows][kClusterM];

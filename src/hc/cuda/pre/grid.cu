@@ -32,14 +32,13 @@ static_assert(kRoundOutputs * kPreMaxGroupRows == kRowThreads, "one reduced entr
 // The combine gives a warp this many entries of a row (M = 24: two items per row).
 constexpr int kCombineEntries = 13;
 constexpr int kHoistedEntries = 4;  // split chunks: M = 24 is seven items, one per warp
-// Launch policy (H200: 132 SMs, two resident HC-pre blocks each).
+// Launch policy (sized for an H200: 132 SMs, two resident HC-pre blocks each).
 constexpr std::int64_t kHalfBlocksBelow = 2 * 132;  // fewer whole-chunk blocks: split chunks
 constexpr std::int64_t kSmallBatchRows = 64;        // up to here groups of kPreGroupRows rows
 constexpr int kBandGroups = 4;                      // groups per block when T is large
 // Quads per thread the last block's collapse + RMSNorm keeps in registers (E ≤ 4096; wider rows
-// take the uncached routines, with the same results). With 6, as in the standalone kernels,
-// HC-pre at T = 1 took 12.7 instead of 12.2 µs (H200, 2026-11-30): two blocks per SM leave
-// 128 registers per thread.
+// take the uncached routines, with the same results). Two blocks per SM leave 128 registers per
+// thread: 6, as in the standalone kernels, was slower (docs/hc.md, "Tried, not kept").
 constexpr int kPreCachedQuads = 4;
 
 struct PreLaunch {
@@ -251,10 +250,9 @@ __device__ bool arrive_last(unsigned* counter, unsigned arrivals) {
 // plus, when each half had its own block, its second slot (as store_partial adds them), added
 // to total[q]. kHoisted (half-chunk blocks, small T) issues all loads before the first
 // addition, from addresses clamped into the workspace: with the loads under the entry and slot
-// conditions they went out one L2 round trip after another, and norm-mix took 10.8 instead of
-// 7.0 µs at T = 1 (H200, A/B in one run, 2026-11-30). Whole chunks (large T) keep the
-// conditional loop: variants of it measured slower at T = 512 (HC-pre 127 instead of 100 µs;
-// the cause was not found). Both add the same values in the same order.
+// conditions they go out one L2 round trip after another. Whole chunks (large T) keep the
+// conditional loop, which measures faster there (docs/hc.md, "Tried, not kept"). Both add the
+// same values in the same order.
 template <bool kHoisted, int kEntries>
 __device__ __forceinline__ void add_chunk(const PreLaunch& p, std::int64_t t, int c, int e0, int m,
                                           float (&total)[kEntries]) {
