@@ -1,7 +1,7 @@
 // norm-mix and HC-pre on thread-block clusters: one cluster of 16 thread blocks per group of
 // up to kRows rows (1, or 8: one tensor-core tile of rows), exchanging partial results through
 // distributed shared memory instead of global memory and a completion counter (docs/hc.md,
-// "HC-pre on a cluster"). Compiled for n_hc = 4 and rows of up to 80 chunks (E ≤ 5120) with
+// "The small-T clusters"). Compiled for n_hc = 4 and rows of up to 80 chunks (E ≤ 5120) with
 // 16-byte aligned x and W; other problems take the grid kernel (grid.cu).
 //
 // Block b of a cluster computes chunks b, b + 16, … of its rows, the two halves of a chunk by

@@ -1,4 +1,4 @@
-// norm-mix and HC-pre in one launch on a grid of blocks (docs/hc.md, "HC-pre in one launch"):
+// norm-mix and HC-pre in one launch on a grid of blocks (docs/hc.md, "The grid kernel"):
 // the kernel for the shapes the cluster kernels (cluster_small_t.cu, row_clusters.cu) do
 // not take: n_hc ≠ 4, E > 5120 or E % 8 ≠ 0, views that do not allow 16-byte loads. The span
 // arithmetic is spans.cuh's. A block covers one half or one whole chunk for one or more groups
@@ -351,7 +351,7 @@ __device__ void finish_group(const PreLaunch& p, RowGroup group) {
 // different groups. x is loaded two groups ahead of the one being computed. The groups this
 // block completed are finished after its last group, when none of the mix loop's registers
 // are live any more. kHalfBlocks: p.halves_per_block == 1 (small T), whose combine is hoisted
-// (add_chunk); an instance of its own, so the whole-chunk kernel's code stays as measured.
+// (add_chunk); an instance of its own, so the whole-chunk kernel keeps its conditional loop.
 template <bool kFull, int kFixedN, bool kHalfBlocks>
 __global__ void __launch_bounds__(kRowThreads, 2) pre_kernel(const PreLaunch p) {
   __shared__ MixScratch scratch;
