@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one GPU session: run from the repository root on the GPU machine, with build/release
+# The one GPU run: from the repository root on the GPU machine, with build/release
 # (built elsewhere with the CUDA backend on) carried along. Steps, in order of importance:
 #   smi        nvidia-smi
 #   ctest      ctest -L gpu (every *_gpu_test)
@@ -17,7 +17,7 @@
 # (e.g. SKIP_SANITIZER=1 skips all three sanitizer steps, SKIP_MEMCHECK=1 one of them).
 # QUICK=1 runs the benchmarks in their --quick mode. Outputs (at most 8 files) go to the first
 # argument, or to $OUT, or to ./gpu-out:
-#   gpu_session.log  every step's output, concatenated      summary.txt  the step table
+#   gpu_run.log      every step's output, concatenated      summary.txt  the step table
 #   attention_bench.json  sdpa_peer.json  attention_report.md  attention_gbps.png
 #   hc_bench.json  hc_torch.json (when those programs write JSON)
 set -u
@@ -36,7 +36,7 @@ export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 SCRATCH=$(mktemp -d)
-LOG="$OUT_DIR/gpu_session.log"
+LOG="$OUT_DIR/gpu_run.log"
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$LOG"
 START=$(date +%s)
@@ -159,7 +159,7 @@ fi
 rm -rf "$SCRATCH"
 
 {
-  echo "GPU session: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
+  echo "GPU run: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
   printf '%-34s %-10s %6s\n' step status time
   printf '%s\n' "${STEP_ROWS[@]}"
   # A GPU test that finds no device skips itself: make a run that only skipped visible.
