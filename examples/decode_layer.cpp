@@ -89,18 +89,18 @@ int main() {
   out_data.copy_to_host(result.data(), static_cast<std::int64_t>(q_values * sizeof(float)));
   std::vector<float> v_rows(kv_values);
   v_data.copy_to_host(v_rows.data(), static_cast<std::int64_t>(kv_values * sizeof(float)));
-  for (int row = 0; row < kSequences * kHeads; ++row) {
-    const int kv_row = row / kHeads * kKvHeads + row % kHeads / (kHeads / kKvHeads);
+  for (std::size_t row = 0; row < kSequences * kHeads; ++row) {
+    const std::size_t kv_row = row / kHeads * kKvHeads + row % kHeads / (kHeads / kKvHeads);
     double error = 0.0;
     double norm = 0.0;
-    for (int d = 0; d < kHeadDim; ++d) {
-      const double want = v_rows[static_cast<std::size_t>(kv_row * kHeadDim + d)];
-      const double got = result[static_cast<std::size_t>(row * kHeadDim + d)];
+    for (std::size_t d = 0; d < kHeadDim; ++d) {
+      const double want = v_rows[kv_row * kHeadDim + d];
+      const double got = result[row * kHeadDim + d];
       error += (got - want) * (got - want);
       norm += want * want;
     }
     if (!(error <= 0.02 * 0.02 * norm)) {
-      std::fprintf(stderr, "decode_layer: output row %d is not its V row\n", row);
+      std::fprintf(stderr, "decode_layer: output row %zu is not its V row\n", row);
       return 1;
     }
   }
