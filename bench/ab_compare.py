@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Same-run A/B of two builds of a GPU benchmark (attention_bench or hc_bench).
 
-Run on the GPU machine: the two binaries take turns, `--runs` times each, in one session, so
+Run on the GPU machine: the two binaries take turns, `--runs` times each, in one run, so
 that both see the same card, clocks and bandwidth; then the median CUDA-graph time of every row
 is printed per build with the ratio new / old. With --summarize, only the summary is made, from
 the JSON files a previous run left in the folder.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one GPU session: run from the repository root on the GPU machine, with build/release
+# The one GPU run: from the repository root on the GPU machine, with build/release
 # (built elsewhere with the CUDA backend on) carried along. Steps, in order of importance:
 #   smi        nvidia-smi
 #   ctest      ctest -L gpu (every *_gpu_test)
@@ -26,7 +26,7 @@
 # wheels and FlashInfer's JIT cache: FLASHINFER_JIT_CACHE (default $WHEELS/flashinfer_jit.tar.xz)
 # is loaded when present. Outputs (at most 8 files) go to the first argument, or to $OUT, or to
 # ./gpu-out:
-#   gpu_session.log  every step's output, concatenated      summary.txt  the step table
+#   gpu_run.log      every step's output, concatenated      summary.txt  the step table
 #   attention_report.md  attention_gbps.png  formats_report.md  formats_tradeoff.png
 #   bench_json.tar.gz  every JSON: attention_bench, sdpa_peer, flashinfer_peer, fidelity (the
 #                      CLI's), hc_bench and hc_torch (when those programs write JSON)
@@ -54,7 +54,7 @@ JSON_DIR="$OUT_DIR/json"
 mkdir -p "$JSON_DIR"
 SCRATCH=$(mktemp -d)
 PEER_SITE="$SCRATCH/site"
-LOG="$OUT_DIR/gpu_session.log"
+LOG="$OUT_DIR/gpu_run.log"
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$LOG"
 START=$(date +%s)
@@ -197,7 +197,7 @@ rm -rf "$SCRATCH"
 tar -czf "$OUT_DIR/bench_json.tar.gz" -C "$JSON_DIR" . && rm -rf "$JSON_DIR"
 
 {
-  echo "GPU session: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
+  echo "GPU run: $(date -u +%FT%TZ), $(($(date +%s) - START)) s, build $BUILD"
   printf '%-34s %-10s %6s\n' step status time
   printf '%s\n' "${STEP_ROWS[@]}"
   # A GPU test that finds no device skips itself: make a run that only skipped visible.

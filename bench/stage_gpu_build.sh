@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copies what the GPU session needs from a build folder into a small one that the device tool
+# Copies what the GPU run needs from a build folder into a small one that the device tool
 # can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
 # (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*), the CLI (turbodecode) and the
 # Python package (python/turbodecode) with their symbols stripped,

@@ -118,8 +118,8 @@ TEST_F(HcGpu, PreRowsDoNotDependOnTheBatch) {
 
 // Batch sizes and widths at the edges of HC-pre's launch schedules. n_hc = 4 with E ≤ 5120, E % 8
 // = 0 and aligned views runs on clusters. While all of them run at once (H200: T ≤ 56) that is
-// hc_pre_cluster.cu: one row each (T = 1 … 4 here), else groups of 8 rows, the last one partial
-// (T = 9 … 33). More rows take the row clusters of hc_pre_row_clusters.cu, tiles of 8 rows, the
+// cluster_small_t.cu: one row each (T = 1 … 4 here), else groups of 8 rows, the last one partial
+// (T = 9 … 33). More rows take the row clusters of row_clusters.cu, tiles of 8 rows, the
 // last one partial: 8 blocks per tile up to T = 512 (T = 57 … 129), 2 beyond (T = 523, 530: the
 // last tile's rows all on the first block). There: a last chunk of one span (E = 4104: 65
 // chunks, one block with 9, or 33 of 2), a partial half chunk (E = 40: blocks without chunks), a
@@ -146,6 +146,32 @@ TEST_F(HcGpu, PreAtScheduleEdgesMatchesOracleAndCpu) {
                   testing::widen(cpu.normed.data(), static_cast<std::int64_t>(cpu.normed.size()))),
               testing::kHcTolerance);
   });
+}
+
+// plan_hc_pre finds the cluster kernels resident on this device, and the T of the tests here
+// run the kernels their comments name (as on an H200: the small-T clusters up to T = 56, one
+// row per cluster up to 7; the row clusters beyond, 8 blocks per tile up to T = 512, 2 above;
+// the grid kernel for problems the clusters do not take).
+TEST_F(HcGpu, PlanPicksTheKernelForEachBatchSize) {
+  const HcPrePlan plan = plan_hc_pre(HcParams{}, 8192, Device::cuda);
+  for (const HcPreResidency& r : {plan.pre_residency, plan.norm_mix_residency}) {
+    EXPECT_EQ(r.single_row_clusters, 7) << "the T below are those of an H200";
+    EXPECT_EQ(r.row_group_clusters, 7);
+    EXPECT_GT(r.tile_clusters_8, 0);
+    EXPECT_GT(r.tile_clusters_2, 0);
+  }
+  for (std::int64_t t : {1, 3, 4, 5, 7, 8, 9, 13, 16, 20, 33, 40, 56}) {
+    EXPECT_EQ(hc_pre_kernel(plan, t), HcPreKernel::cluster_small_t) << "T " << t;
+    EXPECT_EQ(hc_norm_mix_kernel(plan, t), HcPreKernel::cluster_small_t) << "T " << t;
+  }
+  for (std::int64_t t : {57, 60, 64, 65, 70, 72, 100, 129, 200, 512, 523, 530, 600, 8192}) {
+    EXPECT_EQ(hc_pre_kernel(plan, t), HcPreKernel::row_clusters) << "T " << t;
+    EXPECT_EQ(hc_norm_mix_kernel(plan, t), HcPreKernel::row_clusters) << "T " << t;
+  }
+  HcParams three;
+  three.n_hc = 3;
+  EXPECT_EQ(hc_pre_kernel(plan_hc_pre(three, 8, Device::cuda), 1), HcPreKernel::grid);
+  EXPECT_EQ(hc_pre_kernel(plan_hc_pre(HcParams{}, 8, Device::cpu), 1), HcPreKernel::cpu);
 }
 
 // A row's HC-pre outputs are bitwise the same alone (a cluster of one row) and inside batches
@@ -314,11 +340,9 @@ TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
 // attention output, FFN HC-pre, then the Q8_0 shared-expert matvec + expand. Outputs are
 // poisoned first; with synchronise_each the stream is drained after every call, else only at
 // the end.
-std::vector<std::vector<float>> run_layer_chain(const HcProblem& p,
-                                                const testing::HcDeviceInputs& in,
-                                                const TensorView& weight, const TensorView& hidden,
-                                                Device device, Stream stream,
-                                                bool synchronise_each) {
+[[maybe_unused]] std::vector<std::vector<float>> run_layer_chain(
+    const HcProblem& p, const testing::HcDeviceInputs& in, const TensorView& weight,
+    const TensorView& hidden, Device device, Stream stream, bool synchronise_each) {
   const std::int64_t t = p.rows;
   const std::int64_t e = p.params.embd;
   const int n = p.params.n_hc;

@@ -128,6 +128,10 @@ TEST_F(HcValidation, RejectsTooManyRowsForThePlan) {
   forged.chunks = 7;
   expect_rejected(
       [&] { hc_norm_mix(forged, in_.x_view(), in_.mix_weight_view(), split_view(), {}); }, "plan");
+  forged = plan;
+  forged.pre_residency.single_row_clusters = 7;  // a CPU plan runs no clusters
+  expect_rejected(
+      [&] { hc_norm_mix(forged, in_.x_view(), in_.mix_weight_view(), split_view(), {}); }, "plan");
 }
 
 TEST_F(HcValidation, RejectsBadQ8Operands) {

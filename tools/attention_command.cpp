@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "argument_check.h"
 #include "commands.h"
-#include "common/validate.h"
 #include "device_tensor.h"
 #include "fidelity.h"
 #include "global_options.h"
@@ -20,7 +20,7 @@
 #include "tensor_files.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/kv_cache.h"
-#include "visible_positions.h"
+#include "turbodecode/mask_kind.h"
 
 namespace turbodecode::cli {
 namespace {
@@ -213,7 +213,7 @@ std::optional<std::vector<double>> exact_for_query(const StepInputs& in,
                                                    const RowOwners& owners, std::int64_t i) {
   const std::int64_t position = in.q_pos[i];
   const std::int64_t first =
-      first_visible_position(options.mask, position, config.capacity, options.sliding_window);
+      visible_positions(options.mask, position, config.capacity, options.sliding_window).first;
   const std::size_t row_values = static_cast<std::size_t>(in.n_kv_heads) * in.head_dim;
   std::vector<float> k, v;
   for (std::int64_t p = first; p <= position; ++p) {

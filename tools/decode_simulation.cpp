@@ -4,11 +4,12 @@
 #include <chrono>
 #include <memory>
 
-#include "common/thread_pool.h"
 #include "device_tensor.h"
+#include "parallel_for.h"
 #include "reference/attention_oracle.h"
 #include "synthetic_kv.h"
-#include "visible_positions.h"
+#include "turbodecode/mask_kind.h"
+#include "turbodecode/tensor.h"
 
 namespace turbodecode::cli {
 namespace {
@@ -45,7 +46,7 @@ struct IndexArrays {
 std::vector<double> exact_output(const LayerInputs& in, std::int64_t position, int step) {
   const SimulatedLayer& layer = in.layer;
   const std::int64_t first =
-      first_visible_position(layer.mask, position, in.capacity, layer.sliding_window);
+      visible_positions(layer.mask, position, in.capacity, layer.sliding_window).first;
   const std::int64_t row = static_cast<std::int64_t>(layer.n_kv_heads) * layer.head_dim;
   // Reused per thread: these copies are tens of MB at long contexts.
   thread_local std::vector<float> k, v;

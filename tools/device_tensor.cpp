@@ -1,6 +1,6 @@
 #include "device_tensor.h"
 
-#include "common/validate.h"
+#include "argument_check.h"
 
 namespace turbodecode::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "argument_check.h"
 #include "commands.h"
-#include "common/validate.h"
 #include "device_tensor.h"
 #include "fidelity.h"
 #include "global_options.h"

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "argument_check.h"
 #include "commands.h"
-#include "common/f16.h"
-#include "common/validate.h"
 #include "device_tensor.h"
 #include "global_options.h"
 #include "reference/hc_oracle.h"
 #include "turbodecode/buffer.h"
+#include "turbodecode/f16.h"
 #include "turbodecode/hc.h"
 #include "turbodecode/q8.h"
 

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "common/validate.h"
 #include "decode_simulation.h"
 #include "global_options.h"
 #include "simulation_report.h"

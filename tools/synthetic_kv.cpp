@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "common/thread_pool.h"
+#include "parallel_for.h"
 
 namespace turbodecode::cli {
 namespace {

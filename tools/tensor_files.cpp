@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "common/f16.h"
-#include "common/validate.h"
+#include "argument_check.h"
+#include "turbodecode/f16.h"
 
 namespace turbodecode::cli {
 namespace {

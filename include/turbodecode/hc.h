@@ -75,32 +75,60 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 // ---- norm-mix and HC-pre (one launch) -------------------------------------------------------
 //
 // norm-mix: ρ = 1/sqrt(mean(x²) + norm_eps) over the whole n·E row, mix[k] = ρ·Σ_i W[k][i]·x_i
-// with the mix matrix W [M, n·E] F16 (i = h·E + d). On CUDA the products run on tensor cores
-// (TF32, x split exactly into three parts: f32 accuracy); each row is cut into fixed chunks reduced
-// by separate thread blocks; the last block to finish a group of rows (a completion counter in the
-// workspace, reset by that block) combines the chunks in a fixed order, so results are
-// deterministic and independent of the batch. For n = 4, E ≤ 5120 and 16-byte aligned x and W
-// the rows instead run on thread-block clusters that exchange the same chunk sums through
-// distributed shared memory (the workspace is then not touched): clusters of 16 blocks, one per
-// row or group of 8 rows, while all of them fit on the device at once, else clusters of 8 or 2
-// blocks per tile of 8 rows. A row's results are bitwise the same on every kernel. The small-T
-// clusters read the parameters (mix_weight, and for HC-pre scale, base and norm_weight) as soon
-// as the launch starts, which may be while the kernel before it on the stream still runs: they
-// must not be written by the kernel launched just before (x may be).
+// with the mix matrix W [M, n·E] F16 (i = h·E + d), accurate to f32 on both backends.
+//
+// Determinism and batch invariance: every sum runs in a fixed order, so on one backend a row's
+// results are bitwise the same on every run, whatever T, the row's place in the batch or the
+// kernel that runs it (HcPreKernel below).
+//
+// Parameters read early: on CUDA a launch may start while the kernel launched just before it
+// on the stream is still running, and may read mix_weight (and for HC-pre scale, base and
+// norm_weight) before that kernel ends. So that kernel must not write them; x, and the outputs,
+// keep ordinary stream order.
 //
 // Workspace: u8 [plan.workspace_bytes] on the plan's device (none on the CPU). Zero-fill it once
 // after allocating; every run leaves its counters zeroed again, so runs of any T ≤ max_rows may
 // follow each other on a stream and be captured into CUDA graphs. Runs that share one workspace
 // must not overlap in time (use one workspace per concurrently running stream).
+//
+// Which kernel runs a norm-mix or HC-pre is decided from the plan (hc_pre_kernel below); a
+// row's results are bitwise the same on each, only the time differs.
+enum class HcPreKernel {
+  cpu,              // the plan is for the CPU backend
+  grid,             // any problem: the rows' chunks spread over a grid of blocks
+  cluster_small_t,  // n_hc = 4, E ≤ 5120, E % 8 = 0: a 16-block cluster per row or per 8 rows,
+                    // while all of them fit on the device at once
+  row_clusters,     // the same problems at larger T: a cluster per tile of 8 rows
+};
+
+// How many clusters of each cluster-kernel shape the plan's device runs at once (0: none),
+// found once by plan_hc_pre from the device's occupancy. Zero on the CPU and for problems the
+// cluster kernels do not take.
+struct HcPreResidency {
+  int single_row_clusters = 0;  // cluster_small_t, one row per cluster
+  int row_group_clusters = 0;   // cluster_small_t, 8 rows per cluster
+  int tile_clusters_8 = 0;      // row_clusters, 8 blocks per tile (T ≤ 512)
+  int tile_clusters_2 = 0;      // row_clusters, 2 blocks per tile (T > 512)
+};
+
 struct HcPrePlan {
   HcParams params;
   Device device = Device::cpu;
   std::int64_t max_rows = 0;
-  int chunks = 1;                    // 256-column chunks per row (CUDA)
-  std::int64_t workspace_bytes = 0;  // size of the `workspace` argument (0 on the CPU)
+  int chunks = 1;                     // 256-column chunks per row (CUDA)
+  std::int64_t workspace_bytes = 0;   // size of the `workspace` argument (0 on the CPU)
+  HcPreResidency norm_mix_residency;  // the norm-mix kernels'
+  HcPreResidency pre_residency;       // the HC-pre kernels'
 };
 
 HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device device);
+
+// The kernel hc_pre (hc_norm_mix) runs for T = rows (1 ≤ rows ≤ plan.max_rows) when x and
+// mix_weight allow 16-byte loads: both start 16-byte aligned, x's row and stream strides are
+// multiples of 4 and mix_weight's row stride a multiple of 8 (true of contiguous tensors from
+// cudaMalloc). Other views run HcPreKernel::grid.
+HcPreKernel hc_pre_kernel(const HcPrePlan& plan, std::int64_t rows);
+HcPreKernel hc_norm_mix_kernel(const HcPrePlan& plan, std::int64_t rows);
 
 // x [T, n, E], mix_weight [M, n·E] f16 -> mix [T, M]. T <= plan.max_rows.
 void hc_norm_mix(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,

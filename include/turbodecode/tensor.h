@@ -46,6 +46,10 @@ struct TensorView {
   }
 };
 
+// Worker threads of the CPU backend: $TURBODECODE_THREADS, else the hardware concurrency,
+// fixed when the first CPU operator runs.
+int cpu_threads();
+
 // An opaque CUDA stream (a cudaStream_t); nullptr is the legacy default stream. CPU calls
 // ignore it and complete before returning.
 struct Stream {

@@ -1,38 +1,4 @@
-// Host-side half and bfloat16 conversions (F16C instructions where the target has them).
+// The library's half and bfloat16 conversions are the public ones.
 #pragma once
 
-#include <cstdint>
-#include <cstring>
-
-namespace turbodecode {
-
-inline float f16_to_f32(std::uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<float>(h);
-}
-
-// Round to nearest even, as the hardware converters do.
-inline std::uint16_t f32_to_f16(float value) {
-  _Float16 h = static_cast<_Float16>(value);
-  std::uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
-}
-
-inline float bf16_to_f32(std::uint16_t bits) {
-  std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-inline std::uint16_t f32_to_bf16(float value) {
-  std::uint32_t wide;
-  std::memcpy(&wide, &value, sizeof wide);
-  if ((wide & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((wide >> 16) | 0x40);
-  wide += 0x7fffu + ((wide >> 16) & 1u);
-  return static_cast<std::uint16_t>(wide >> 16);
-}
-
-}  // namespace turbodecode
+#include "turbodecode/f16.h"

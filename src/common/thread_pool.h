@@ -4,10 +4,9 @@
 #include <cstdint>
 #include <functional>
 
-namespace turbodecode {
+#include "turbodecode/tensor.h"  // cpu_threads()
 
-// Number of worker threads (TURBODECODE_THREADS, else the hardware concurrency).
-int cpu_threads();
+namespace turbodecode {
 
 // Runs body(begin, end) over [0, n) cut into contiguous chunks of at least `grain` items,
 // spread over the pool; returns when all are done. Which thread runs a chunk never changes

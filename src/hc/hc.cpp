@@ -2,43 +2,53 @@
 // tensors' device.
 #include "turbodecode/hc.h"
 
+#include <string>
+
 #include "common/validate.h"
+#include "hc/cuda/hc_cuda.h"
 #include "hc/hc_cpu.h"
+#include "hc/pre_kernel.h"
 #include "hc/pre_workspace.h"
 #include "hc/validate_hc.h"
 
-#ifdef TURBODECODE_WITH_CUDA
-#include "hc/cuda/hc_cuda.h"
-#define TD_HC_DISPATCH(device, cpu_call, cuda_call) \
-  do {                                              \
-    if ((device) == Device::cpu) {                  \
-      cpu_call;                                     \
-    } else {                                        \
-      cuda_call;                                    \
-    }                                               \
-  } while (0)
-#else
-#define TD_HC_DISPATCH(device, cpu_call, cuda_call) cpu_call
-#endif
-
 namespace turbodecode {
+namespace {
+
+// Runs a call's CPU or CUDA backend, by the device its tensors live on (validation has rejected
+// CUDA tensors where the CUDA backend is not compiled in, and there on_cuda is never called).
+template <class OnCpu, class OnCuda>
+void run_on([[maybe_unused]] Device device, const OnCpu& on_cpu,
+            [[maybe_unused]] const OnCuda& on_cuda) {
+#ifdef TURBODECODE_WITH_CUDA
+  if (device == Device::cuda) {
+    on_cuda();
+    return;
+  }
+#endif
+  on_cpu();
+}
+
+}  // namespace
 
 void hc_split(const HcParams& params, const TensorView& mix, const TensorView& scale,
               const TensorView& base, const TensorView& split, Stream stream) {
   const auto args = hc::validate_split(params, mix, scale, base, split);
-  TD_HC_DISPATCH(mix.device, hc::split_cpu(args), cuda::hc_split(args, stream));
+  run_on(
+      mix.device, [&] { hc::split_cpu(args); }, [&] { cuda::hc_split(args, stream); });
 }
 
 void hc_collapse(const HcParams& params, const TensorView& x, const TensorView& pre,
                  const TensorView& out, Stream stream) {
   const auto args = hc::validate_collapse(params, x, pre, out);
-  TD_HC_DISPATCH(x.device, hc::collapse_cpu(args), cuda::hc_collapse(args, stream));
+  run_on(
+      x.device, [&] { hc::collapse_cpu(args); }, [&] { cuda::hc_collapse(args, stream); });
 }
 
 void hc_rms_norm(const HcParams& params, const TensorView& u, const TensorView& weight,
                  const TensorView& out, Stream stream) {
   const auto args = hc::validate_rms_norm(params, u, weight, out);
-  TD_HC_DISPATCH(u.device, hc::rms_norm_cpu(args), cuda::hc_rms_norm(args, stream));
+  run_on(
+      u.device, [&] { hc::rms_norm_cpu(args); }, [&] { cuda::hc_rms_norm(args, stream); });
 }
 
 void hc_split_collapse(const HcParams& params, const TensorView& mix, const TensorView& scale,
@@ -46,7 +56,9 @@ void hc_split_collapse(const HcParams& params, const TensorView& mix, const Tens
                        const TensorView& collapsed, Stream stream) {
   const auto args =
       hc::validate_split_collapse(params, mix, scale, base, x, {}, split, collapsed, {});
-  TD_HC_DISPATCH(mix.device, hc::split_collapse_cpu(args), cuda::hc_split_collapse(args, stream));
+  run_on(
+      mix.device, [&] { hc::split_collapse_cpu(args); },
+      [&] { cuda::hc_split_collapse(args, stream); });
 }
 
 void hc_split_collapse_norm(const HcParams& params, const TensorView& mix, const TensorView& scale,
@@ -57,21 +69,26 @@ void hc_split_collapse_norm(const HcParams& params, const TensorView& mix, const
   check_arg(normed.present(), "normed", "must not be null");
   const auto args = hc::validate_split_collapse(params, mix, scale, base, x, norm_weight, split,
                                                 collapsed, normed);
-  TD_HC_DISPATCH(mix.device, hc::split_collapse_cpu(args), cuda::hc_split_collapse(args, stream));
+  run_on(
+      mix.device, [&] { hc::split_collapse_cpu(args); },
+      [&] { cuda::hc_split_collapse(args, stream); });
 }
 
 void hc_expand(const HcParams& params, const TensorView& block, const TensorView& add,
                const TensorView& x, const TensorView& post, const TensorView& comb,
                const TensorView& out, Stream stream) {
   const auto args = hc::validate_expand(params, block, add, x, post, comb, out);
-  TD_HC_DISPATCH(x.device, hc::expand_cpu(args), cuda::hc_expand(args, stream));
+  run_on(
+      x.device, [&] { hc::expand_cpu(args); }, [&] { cuda::hc_expand(args, stream); });
 }
 
 void hc_head_weights(const HcParams& params, float post_scale, const TensorView& logits,
                      const TensorView& scale, const TensorView& base, const TensorView& weights,
                      Stream stream) {
   const auto args = hc::validate_head_weights(params, post_scale, logits, scale, base, weights);
-  TD_HC_DISPATCH(logits.device, hc::head_weights_cpu(args), cuda::hc_head_weights(args, stream));
+  run_on(
+      logits.device, [&] { hc::head_weights_cpu(args); },
+      [&] { cuda::hc_head_weights(args, stream); });
 }
 
 HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device device) {
@@ -86,14 +103,42 @@ HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device devi
     plan.workspace_bytes = hc::pre_workspace_bytes(max_rows, chunks, hc_mix_width(params.n_hc));
   }
   hc::validate_plan(plan);
+#ifdef TURBODECODE_WITH_CUDA
+  if (device == Device::cuda) {
+    plan.norm_mix_residency = cuda::hc_norm_mix_residency(params);
+    plan.pre_residency = cuda::hc_pre_residency(params);
+  }
+#endif
   return plan;
+}
+
+namespace {
+
+HcPreKernel pre_kernel_for(const HcPrePlan& plan, const HcPreResidency& residency,
+                           std::int64_t rows) {
+  hc::validate_plan(plan);
+  check_arg(rows >= 1 && rows <= plan.max_rows, "rows",
+            "must be in [1, plan.max_rows = " + std::to_string(plan.max_rows) + "]");
+  if (plan.device == Device::cpu) return HcPreKernel::cpu;
+  return hc::choose_pre_kernel(residency, plan.params, rows, /*vector_loads=*/true);
+}
+
+}  // namespace
+
+HcPreKernel hc_pre_kernel(const HcPrePlan& plan, std::int64_t rows) {
+  return pre_kernel_for(plan, plan.pre_residency, rows);
+}
+
+HcPreKernel hc_norm_mix_kernel(const HcPrePlan& plan, std::int64_t rows) {
+  return pre_kernel_for(plan, plan.norm_mix_residency, rows);
 }
 
 void hc_norm_mix(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,
                  const TensorView& mix, const TensorView& workspace, Stream stream) {
   const auto args = hc::validate_norm_mix(plan, x, mix_weight, mix, workspace);
-  TD_HC_DISPATCH(x.device, hc::norm_mix_cpu(args),
-                 cuda::hc_norm_mix(plan, args, workspace.data, stream));
+  run_on(
+      x.device, [&] { hc::norm_mix_cpu(args); },
+      [&] { cuda::hc_norm_mix(plan, args, workspace.data, stream); });
 }
 
 void hc_pre(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_weight,
@@ -102,14 +147,17 @@ void hc_pre(const HcPrePlan& plan, const TensorView& x, const TensorView& mix_we
             const TensorView& normed, const TensorView& workspace, Stream stream) {
   const auto args = hc::validate_pre(plan, x, mix_weight, scale, base, norm_weight, mix, split,
                                      collapsed, normed, workspace);
-  TD_HC_DISPATCH(x.device, hc::pre_cpu(args), cuda::hc_pre(plan, args, workspace.data, stream));
+  run_on(
+      x.device, [&] { hc::pre_cpu(args); },
+      [&] { cuda::hc_pre(plan, args, workspace.data, stream); });
 }
 
 void hc_expand_q8(const HcParams& params, const TensorView& weight, const TensorView& input,
                   const TensorView& block, const TensorView& x, const TensorView& post,
                   const TensorView& comb, const TensorView& out, Stream stream) {
   const auto args = hc::validate_expand_q8(params, weight, input, {}, block, x, post, comb, out);
-  TD_HC_DISPATCH(x.device, hc::expand_q8_cpu(args), cuda::hc_expand_q8(args, stream));
+  run_on(
+      x.device, [&] { hc::expand_q8_cpu(args); }, [&] { cuda::hc_expand_q8(args, stream); });
 }
 
 void hc_expand_shared_q8(const HcParams& params, const TensorView& weight, const TensorView& input,
@@ -119,7 +167,8 @@ void hc_expand_shared_q8(const HcParams& params, const TensorView& weight, const
   check_arg(routed.present(), "routed", "must not be null");
   const auto args =
       hc::validate_expand_q8(params, weight, input, routed, shared, x, post, comb, out);
-  TD_HC_DISPATCH(x.device, hc::expand_q8_cpu(args), cuda::hc_expand_q8(args, stream));
+  run_on(
+      x.device, [&] { hc::expand_q8_cpu(args); }, [&] { cuda::hc_expand_q8(args, stream); });
 }
 
 }  // namespace turbodecode

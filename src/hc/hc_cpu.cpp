@@ -80,8 +80,8 @@ void expand_stream(const ExpandArgs& args, std::int64_t t, int c) {
 // Row t's raw norm-mix products Σ_i W[k][i]·x_i for outputs k0 .. k0 + count − 1 (count ≤
 // kNormMixGroup). Each output keeps 8 lanes (element d of a stream in lane d % 8, streams in
 // order) in one AVX2 register, F16 weights widened 8 at a time by F16C; one pass over x serves
-// the whole group. A scalar loop converting one weight at a time took ≈ 210 µs for
-// DeepSeek-V4's 786 KB matrix on 2 cores.
+// the whole group (a scalar loop converting one weight at a time is several times slower:
+// docs/hc.md, "Tried, not kept").
 constexpr int kNormMixGroup = 8;
 
 void norm_mix_products(const NormMixArgs& args, std::int64_t t, int k0, int count, float* sums) {
@@ -178,8 +178,7 @@ void norm_mix_cpu(const NormMixArgs& args) {
   const int groups = (m + kNormMixGroup - 1) / kNormMixGroup;
   const int items_per_row = groups + 1;  // the output groups, then Σ x²
   std::vector<float> sums(static_cast<std::size_t>(args.rows * (m + 1)));
-  // A row's items stay on one thread: at T = 1 waking a worker cost more than it saved
-  // (2 cores: 54 µs with two threads, 36 µs with one, DeepSeek-V4 shape).
+  // A row's items stay on one thread: at T = 1 waking a worker costs more than it saves.
   parallel_for(args.rows * items_per_row, items_per_row, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t t = i / items_per_row;

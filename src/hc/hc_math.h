@@ -1,7 +1,7 @@
 // Per-element HC math shared verbatim by the CPU backend and the CUDA kernels, so that a fused
 // operator performs exactly the float operations of its unfused composition (SPEC §3). Every
 // multiply-add is an explicit fmaf: the compiler never gets to choose between fused and
-// separate roundings. The formulas themselves are stated once, in tests/oracle/hc_oracle.h.
+// separate roundings. The formulas themselves are stated once, in reference/hc_oracle.h.
 #pragma once
 
 #include <cmath>
@@ -23,9 +23,8 @@ TD_HOST_DEVICE float hc_mul(float a, float b) {
 }
 
 // 1/x for the Sinkhorn normalisations. On the GPU the correctly rounded reciprocal costs a
-// branchy slow-path check per call, and one thread runs 20 dependent rounds of them: measured
-// on an H200 (2026-11-30), one n = 4 split took 7.6 µs with 1/x and 4.8 µs with __fdividef.
-// The hardware approximation alone (rcp.approx.ftz, ≤ 1 ulp) is shorter still: the sums it
+// branchy slow-path check per call, and one thread runs 20 dependent rounds of them (docs/hc.md,
+// "Tried, not kept"). The hardware approximation (rcp.approx.ftz, ≤ 1 ulp) is enough: the sums it
 // inverts lie in [ε, n], far from subnormals and overflow. Fused and unfused kernels share this
 // function, so they still agree bitwise; the CPU keeps 1/x.
 TD_HOST_DEVICE float hc_reciprocal(float x) {
@@ -118,6 +117,40 @@ TD_HOST_DEVICE void hc_normalise_columns(float* c, int n, float eps) {
   hc_normalise_lines<kFixedN>(c, n, 1, kFixedN > 0 ? kFixedN : n, eps);
 }
 
+// The Sinkhorn rounds on the n×n matrix c (row-major) once its rows are a softmax + ε: a column
+// normalisation, then iters − 1 rounds of a row and a column normalisation.
+template <int kFixedN>
+TD_HOST_DEVICE void hc_sinkhorn_rounds(float* c, int n, int iters, float eps) {
+  hc_normalise_columns<kFixedN>(c, n, eps);
+  for (int it = 1; it < iters; ++it) {
+    hc_normalise_rows<kFixedN>(c, n, eps);
+    hc_normalise_columns<kFixedN>(c, n, eps);
+  }
+}
+
+// The Sinkhorn of a split (SPEC §3.1): c holds the n×n comb logits (row-major) and becomes the
+// comb matrix: a row softmax + ε, then hc_sinkhorn_rounds. split_row4_lanes
+// (hc/cuda/hc_rows.cuh) is its lane-parallel form for n = 4, with the same float operations:
+// lane r of a quad takes row r's softmax, then every lane runs the rounds on the whole matrix.
+template <int kFixedN>
+TD_HOST_DEVICE void hc_sinkhorn(float* c, int n, int iters, float eps) {
+  const int count = kFixedN > 0 ? kFixedN : n;
+  // Row softmax, + ε. Phase by phase over all rows, like hc_normalise_lines.
+  float inv[kFixedN > 0 ? kFixedN : kMaxHcStreams];
+  for (int r = 0; r < count; ++r) {
+    float* row = c + r * count;
+    float row_max = -INFINITY;
+    for (int k = 0; k < count; ++k) row_max = fmaxf(row_max, row[k]);
+    for (int k = 0; k < count; ++k) row[k] = expf(row[k] - row_max);
+    inv[r] = hc_line_sum<kFixedN>(row, count, 1);
+  }
+  for (int r = 0; r < count; ++r) inv[r] = hc_reciprocal(inv[r]);
+  for (int r = 0; r < count; ++r) {
+    for (int k = 0; k < count; ++k) c[r * count + k] = fmaf(c[r * count + k], inv[r], eps);
+  }
+  hc_sinkhorn_rounds<kFixedN>(c, count, iters, eps);
+}
+
 // split of one row (SPEC §3.1): mix, base and out hold M = 2n + n² contiguous floats; scale
 // holds s0, s1, s2. kFixedN > 0 compiles the n = kFixedN path with registers only; kFixedN = 0
 // handles any n up to kMaxHcStreams. Every input is read before the first output is written:
@@ -137,24 +170,7 @@ TD_HOST_DEVICE void hc_split_row(const float* mix, const float* scale, const flo
   for (int i = 0; i < count * count; ++i)
     z[comb + i] = fmaf(mix[comb + i], scale[2], base[comb + i]);
   float* c = z + comb;
-  // Row softmax, + ε. Phase by phase over all rows, like hc_normalise_lines.
-  float inv[kFixedN > 0 ? kFixedN : kMaxHcStreams];
-  for (int r = 0; r < count; ++r) {
-    float* row = c + r * count;
-    float row_max = -INFINITY;
-    for (int k = 0; k < count; ++k) row_max = fmaxf(row_max, row[k]);
-    for (int k = 0; k < count; ++k) row[k] = expf(row[k] - row_max);
-    inv[r] = hc_line_sum<kFixedN>(row, count, 1);
-  }
-  for (int r = 0; r < count; ++r) inv[r] = hc_reciprocal(inv[r]);
-  for (int r = 0; r < count; ++r) {
-    for (int k = 0; k < count; ++k) c[r * count + k] = fmaf(c[r * count + k], inv[r], eps);
-  }
-  hc_normalise_columns<kFixedN>(c, count, eps);
-  for (int it = 1; it < iters; ++it) {
-    hc_normalise_rows<kFixedN>(c, count, eps);
-    hc_normalise_columns<kFixedN>(c, count, eps);
-  }
+  hc_sinkhorn<kFixedN>(c, count, iters, eps);
   for (int h = 0; h < count; ++h) {
     out[h] = hc_pre_weight(z[h], eps);
     out[count + h] = 2.0f * hc_sigmoid(z[count + h]);

@@ -227,8 +227,16 @@ void validate_plan(const HcPrePlan& plan) {
       plan.device == Device::cpu
           ? 0
           : pre_workspace_bytes(plan.max_rows, pre_chunks(width), hc_mix_width(plan.params.n_hc));
+  const auto plausible = [&](const HcPreResidency& r) {
+    const bool none = r.single_row_clusters == 0 && r.row_group_clusters == 0 &&
+                      r.tile_clusters_8 == 0 && r.tile_clusters_2 == 0;
+    const bool counts = r.single_row_clusters >= 0 && r.row_group_clusters >= 0 &&
+                        r.tile_clusters_8 >= 0 && r.tile_clusters_2 >= 0;
+    return plan.device == Device::cpu ? none : counts;
+  };
   check_arg(plan.chunks == (plan.device == Device::cpu ? 1 : pre_chunks(width)) &&
-                plan.workspace_bytes == expected,
+                plan.workspace_bytes == expected && plausible(plan.norm_mix_residency) &&
+                plausible(plan.pre_residency),
             "plan", "was not made by plan_hc_pre for these parameters");
 }
 

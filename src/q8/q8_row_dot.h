@@ -19,9 +19,8 @@ inline constexpr int kCpuTileTokens = 8;
 // dots[i] = Σ_b d_b · (Σ_j q_bj·x_i,bj) for the kTokens rows x + i·x_stride, with AVX2: a
 // block's 32 weights are widened once for all rows; per row, its 32 products go into 8 lanes
 // (weight j in lane j % 8), the block's lanes are scaled by d into the row's 8 lanes, and those
-// are added pairwise at the end. (Reducing every block to one value before scaling cost a
-// horizontal sum per 32 weights: 587 µs for the 4096 × 2048 matvec of the HC chain on 2 cores
-// against 403 µs now; its 8.9 MB at the machine's read bandwidth take ≈ 300 µs.)
+// are added pairwise at the end. (Reducing every block to one value before scaling costs a
+// horizontal sum per 32 weights: docs/hc.md, "Tried, not kept".)
 template <int kTokens>
 inline void row_dots_cpu(const std::uint8_t* row, const float* x, std::int64_t x_stride,
                          std::int64_t cols, float (&dots)[kTokens]) {

@@ -1,5 +1,6 @@
 // Launching kernels on thread-block clusters (Hopper): the launch configuration, as a dependent
-// launch (dependent_launch.cuh), and how many clusters of a kernel the device runs at once.
+// launch (dependent_launch.cuh), the per-device opt-in a cluster kernel needs, and how many
+// clusters of a kernel the device runs at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,31 +36,42 @@ inline cudaLaunchConfig_t cluster_launch_config(std::int64_t rows, int group_row
   return config;
 }
 
-// How many clusters of kKernel, launched as config, the current device runs at once (0: none
-// can run). The first call per device allows kKernel a non-portable cluster size and config's
-// shared memory, then asks the occupancy calculator.
+// Allows kKernel a non-portable cluster size and `shared_bytes` of dynamic shared memory on the
+// current device. Asked once per device; returns the device's answer every time.
 template <auto kKernel>
-int resident_clusters(const cudaLaunchConfig_t& config) {
+cudaError_t allow_cluster_kernel(std::size_t shared_bytes) {
   static std::mutex mutex;
-  static std::uint64_t checked = 0;  // bit d: device d (mod 64) was asked
-  static int clusters[64] = {};
+  static std::uint64_t asked = 0;  // bit d: device d (mod 64) was asked
+  static cudaError_t answers[64] = {};
   int device = 0;
   TD_CUDA_CHECK(cudaGetDevice(&device));
   const std::uint64_t bit = std::uint64_t{1} << (device & 63);
   const std::lock_guard<std::mutex> lock(mutex);
-  if ((checked & bit) == 0) {
-    checked |= bit;
-    int count = 0;
-    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-            cudaSuccess &&
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(config.dynamicSmemBytes)) == cudaSuccess &&
-        cudaOccupancyMaxActiveClusters(&count, kKernel, &config) == cudaSuccess) {
-      clusters[device & 63] = count;
+  if ((asked & bit) == 0) {
+    asked |= bit;
+    cudaError_t answer =
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (answer == cudaSuccess) {
+      answer = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(shared_bytes));
     }
-    (void)cudaGetLastError();  // a refusal above is an answer, not an error of a later launch
+    answers[device & 63] = answer;
+    (void)cudaGetLastError();  // a refusal is an answer, not an error of a later launch
   }
-  return clusters[device & 63];
+  return answers[device & 63];
+}
+
+// How many clusters of kKernel, launched as config, the current device runs at once (0: none
+// can run). Asks the occupancy calculator each time: plans call it, launches do not.
+template <auto kKernel>
+int resident_clusters(const cudaLaunchConfig_t& config) {
+  if (allow_cluster_kernel<kKernel>(config.dynamicSmemBytes) != cudaSuccess) return 0;
+  int count = 0;
+  if (cudaOccupancyMaxActiveClusters(&count, kKernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 }  // namespace turbodecode::cuda

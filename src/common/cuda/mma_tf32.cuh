@@ -20,8 +20,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 // x = hi + lo as TF32 bit patterns: hi is x with its low 13 mantissa bits cleared (exact in
 // TF32, never rounded up to infinity), so x − hi is exact; lo is that rounded to TF32, to
 // nearest with ties away from zero, by adding half a TF32 ulp to its bits before clearing the
-// low 13 (two integer operations: the tensor-core Q8_0 matvec measured 140 µs at T = 512 this
-// way and 145.5 µs with cvt.rna.tf32.f32, H200, 2026-11-30). For ±inf, x − hi is NaN and lo
+// low 13 (two integer operations, cheaper than cvt.rna.tf32.f32: docs/hc.md, "Tried, not
+// kept"). For ±inf, x − hi is NaN and lo
 // comes out as −0 (the carry reaches the sign bit), so hi alone carries the infinity; NaN
 // stays NaN in hi. Neither case is covered by tests.
 __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
@@ -35,8 +35,7 @@ __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) 
 // most 2 significant bits). Against an operand that is exact in TF32 (F16 weights) the three
 // products are exact, so only the f32 accumulation rounds: with hi + lo alone the ≈ 2⁻²¹
 // relative error of each product was enough for the HC-pre collapse, whose pre weights amplify
-// the mix error through the sigmoid, to miss the 1e-5 tolerance for one random problem in
-// 25 (H200, 2026-11-30).
+// the mix error through the sigmoid, to miss the 1e-5 tolerance for one random problem in 25.
 __device__ __forceinline__ void split_tf32_exact(float x, unsigned& hi, unsigned& mid,
                                                  unsigned& lo) {
   split_tf32(x, hi, mid);

@@ -14,7 +14,12 @@ void hc_rms_norm(const hc::RmsNormArgs& args, Stream stream);
 void hc_split_collapse(const hc::SplitCollapseArgs& args, Stream stream);
 void hc_expand(const hc::ExpandArgs& args, Stream stream);
 void hc_head_weights(const hc::HeadWeightsArgs& args, Stream stream);
-// workspace: the plan's zeroed workspace (see HcPrePlan).
+// What the current device runs at once of the norm-mix / HC-pre cluster kernels for these
+// parameters (zeros where the cluster kernels do not take them).
+HcPreResidency hc_norm_mix_residency(const HcParams& params);
+HcPreResidency hc_pre_residency(const HcParams& params);
+// The kernel hc::choose_pre_kernel picks, launched. workspace: the plan's zeroed workspace (see
+// HcPrePlan).
 void hc_norm_mix(const HcPrePlan& plan, const hc::NormMixArgs& args, void* workspace,
                  Stream stream);
 void hc_pre(const HcPrePlan& plan, const hc::PreArgs& args, void* workspace, Stream stream);

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
+#include "common/cuda/warp.cuh"
 #include "hc/hc_args.h"
 #include "hc/hc_math.h"
-#include "q8/cuda/q8_warp_dot.cuh"
 
 namespace turbodecode::cuda {
 
@@ -43,8 +43,8 @@ __device__ __forceinline__ float collapse_element(const hc::CollapseArgs& args, 
 // for quads q = i, i + 256, …, and a sum of squares runs over the thread's quads in order and
 // over a quad's elements in order. A quad is one 16-byte access where the row allows it and four
 // scalar ones otherwise: the same values in the same order either way, so results do not depend
-// on alignment. (H200, T = 1: with one element per thread and pass, one block's collapse +
-// RMSNorm of a 16 KB row kept ~80 scalar loads per thread in flight and took ≈ 2.4 µs.)
+// on alignment. (One element per thread and pass keeps too many scalar loads per thread in
+// flight: docs/hc.md, "Tried, not kept".)
 inline constexpr int kQuad = 4;
 inline constexpr int kQuadStride = kQuad * kRowThreads;  // elements between a thread's quads
 
@@ -256,12 +256,11 @@ __device__ __forceinline__ void split_rows_block(const hc::SplitArgs& args, cons
 
 // split of one n = 4 row by the four lanes of an aligned lane quad of a warp (every lane of the
 // warp calls it, each quad with its own row), into out[0 .. M) when `write`: the float
-// operations of hc_split_row<4>. Lane r of a quad computes the logits, stream weights and row
-// softmax of comb row r, the parts with the long exponentials and divisions; then every lane of
-// the quad gathers the whole matrix and runs the Sinkhorn rounds on it itself, with
-// hc_split_row's functions, so no shuffle lies on the rounds' dependent chain. Micro-benchmark
-// (H200, 20 rounds): one thread doing it all 4 400 cycles, four lanes with a butterfly per
-// column sum 3 800, this way 3 300; HC-pre at T = 1 went 6.60 → 6.22 µs (same-call A/B).
+// operations of hc_split_row<4>, with hc_sinkhorn<4> in its lane-parallel form. Lane r of a quad
+// computes the logits, stream weights and row softmax of comb row r, the parts with the long
+// exponentials and divisions; then every lane of the quad gathers the whole matrix and runs
+// hc_sinkhorn_rounds on it itself, so no shuffle lies on the rounds' dependent chain (docs/hc.md,
+// "Tried, not kept": a butterfly per column sum).
 __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* scale,
                                                  const float* base, int iters, float eps,
                                                  float* out, bool write) {
@@ -283,13 +282,9 @@ __device__ __forceinline__ void split_row4_lanes(const float* mix, const float* 
   for (int k = 0; k < kN; ++k) c[k] = fmaf(c[k], inv, eps);
   for (int row = 0; row < kN; ++row) {
     for (int k = 0; k < kN; ++k)
-      matrix[kN * row + k] = __shfl_sync(0xffffffffu, c[k], (lane & ~(kN - 1)) | row);
+      matrix[kN * row + k] = __shfl_sync(kFullWarpMask, c[k], (lane & ~(kN - 1)) | row);
   }
-  hc_normalise_columns<kN>(matrix, kN, eps);
-  for (int it = 1; it < iters; ++it) {
-    hc_normalise_rows<kN>(matrix, kN, eps);
-    hc_normalise_columns<kN>(matrix, kN, eps);
-  }
+  hc_sinkhorn_rounds<kN>(matrix, kN, iters, eps);
   if (write) {
     out[r] = pre;
     out[kN + r] = post;

@@ -26,6 +26,7 @@
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/mma_tf32.cuh"
 #include "common/cuda/shared_memory_opt_in.cuh"
+#include "common/cuda/warp.cuh"
 #include "q8/cuda/q8_cuda.h"
 #include "q8/cuda/q8_widen.cuh"
 #include "q8/q8_mma_layout.h"
@@ -35,7 +36,7 @@ namespace {
 
 namespace layout = q8::mma;
 
-constexpr int kLanes = 32;
+constexpr int kLanes = kWarpSize;
 constexpr int kStages = 3;
 constexpr std::int64_t kMaxGridY = 65535;
 
@@ -82,9 +83,8 @@ __device__ __forceinline__ int span_lead(const q8::MatvecArgs& a, std::int64_t r
 }
 
 // What a thread copies for every stage of a tile, worked out once per tile (recomputing the
-// rows' addresses and leads every stage took half of the kernel's instructions at T = 32; with
-// this, H200: T = 8 … 128 −13 to −14%, T = 512 −3%, although the prefill shape now spills 80
-// bytes under its 128-register cap):
+// rows' addresses and leads every stage took half of the kernel's instructions at T = 32; this
+// is faster although the prefill shape spills 80 bytes under its 128-register cap):
 // weight items i = thread, thread + kThreads, … (chunk i mod kRowChunks of tile row
 // i / kRowChunks) and, for 16-byte aligned inputs, input items (4 columns of one token).
 template <class Shape>

@@ -8,21 +8,11 @@
 
 #include "common/cuda/dependent_launch.cuh"
 #include "common/cuda/shared_memory_opt_in.cuh"
+#include "common/cuda/warp.cuh"
 #include "q8/cuda/q8_widen.cuh"
 #include "turbodecode/q8.h"
 
 namespace turbodecode::cuda {
-
-inline constexpr int kWarpSize = 32;
-
-// Sums over the warp with a butterfly: every lane ends with the same, order-fixed total.
-__device__ __forceinline__ float warp_sum(float value) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  }
-  return value;
-}
 
 // A row is read in spans of kQ8SpanBlocks blocks (2048 weights, 2176 bytes): a 2048-column row
 // is one span, so all of its loads are in flight at once. Each lane loads its 16-byte chunks of

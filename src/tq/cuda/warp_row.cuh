@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/cuda/warp.cuh"
 #include "tq/codec_math.h"
 #include "tq/cuda/codec_tables.cuh"
 #include "tq/fp8_math.h"
@@ -15,8 +16,8 @@
 
 namespace turbodecode::cuda::warp_row {
 
-inline constexpr unsigned kFullMask = 0xffffffffu;
-inline constexpr int kLanes = 32;
+inline constexpr unsigned kFullMask = kFullWarpMask;
+inline constexpr int kLanes = kWarpSize;
 
 template <int D>
 inline constexpr int kPerLane = D / kLanes;
@@ -246,11 +247,7 @@ __device__ __forceinline__ void segment_sums_of_squares(const float (&y)[kPerLan
     for (int i = 0; i < kSegment / kLanes; ++i) {
       partial = tq::add_square(partial, scratch[s * kSegment + lane + kLanes * i]);
     }
-#pragma unroll
-    for (int offset = kLanes / 2; offset >= 1; offset >>= 1) {
-      partial = partial + __shfl_xor_sync(kFullMask, partial, offset);
-    }
-    sums[s] = partial;
+    sums[s] = butterfly_sum<kLanes>(partial);
   }
   __syncwarp();  // the caller may reuse `scratch` for the next row
 }
