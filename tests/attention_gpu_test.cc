@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_contents.h"
 #include "cpu_decode_call.h"
 #include "common/cuda_runtime.h"
 #include "decode_cases.h"
@@ -48,13 +49,13 @@ KvCacheConfig on_device(KvCacheConfig config, Device device) {
 
 // A cache with the same bytes (and block table, when paged) on the host and on the device.
 struct MirroredCache {
-  MirroredCache(const KvCacheConfig& config, std::uint64_t seed, int shared_pages = 1)
+  MirroredCache(const KvCacheConfig& config, std::uint64_t seed, bool shared_prefix = false)
       : host(on_device(config, Device::cpu)), device(on_device(config, Device::cuda)) {
     testing::fill_random(host.view(), seed);
     copy_contents();
     if (config.page_size > 0) {
       std::mt19937_64 rng(seed + 7);
-      table = testing::random_block_table(config, shared_pages, rng);
+      table = testing::shuffled_table(config, rng, shared_prefix).entries;
       table_buffer = testing::to_device(Device::cuda, table);
     }
   }
@@ -183,8 +184,8 @@ double check_case(const testing::DecodeCase& dc, std::uint64_t seed) {
 }
 
 // The matrix of decode_cases.h (every visibility × K format × V format, the other options
-// rotating: head dims, GQA ratios, query_tokens, chunk sizes, page sizes, softcap, scale,
-// rotated output, padded rows), split by visibility so a failure names its part.
+// rotating: head dims, GQA ratios, query_tokens, chunk sizes, softcap, scale, rotated output,
+// padded rows), half of it on paged caches, in four parts that run in parallel.
 class AttentionGpuMatrix : public ::testing::TestWithParam<int> {};
 
 TEST_P(AttentionGpuMatrix, MatchesOracle) {
@@ -192,9 +193,15 @@ TEST_P(AttentionGpuMatrix, MatchesOracle) {
   const std::vector<testing::DecodeCase> cases = testing::decode_matrix(kKFormats, kVFormats);
   double worst = 0.0;
   int checked = 0;
+  constexpr int kPageSizes[] = {16, 32, 64, 128};
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (static_cast<int>(i % 4) != GetParam()) continue;
-    worst = std::max(worst, check_case(cases[i], fresh_seed()));
+    testing::DecodeCase dc = cases[i];
+    if (i % 8 >= 4) {  // half the cases on a paged cache, every page size in turn
+      dc.cache.page_size = kPageSizes[i / 8 % 4];
+      dc.cache.pages = dc.cache.slots * pages_per_slot(dc.cache);
+    }
+    worst = std::max(worst, check_case(dc, fresh_seed()));
     ++checked;
   }
   std::printf("[ matrix part %d ] %d cases, worst relative L2 %.3g\n", GetParam(), checked, worst);
@@ -213,7 +220,7 @@ KvCacheConfig long_config(RowFormat k, RowFormat v, int head_dim, int page_size)
   config.v_format = v;
   if (page_size > 0) {
     config.page_size = page_size;
-    config.pages = testing::pages_needed(config, 3);
+    config.pages = config.slots * pages_per_slot(config);
   }
   return config;
 }
@@ -232,8 +239,8 @@ TEST(AttentionGpu, RowsAreBitwiseTheSameAloneInRunsAndInBatches) {
     const std::int32_t doubling = head_dim == 256 ? 8192 : 32768;
     KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, head_dim, 16);
     config.capacity = doubling + 64;
-    config.pages = testing::pages_needed(config, 3);
-    const MirroredCache cache(config, seed, 3);
+    config.pages = config.slots * pages_per_slot(config);
+    const MirroredCache cache(config, seed, true);
     DecodeOptions options;
     options.n_heads = 4;
     const int tokens = 4;
@@ -312,7 +319,7 @@ TEST(AttentionGpu, ManyChunksMergeInTwoLevelsAndPagingChangesNoBit) {
     KvCacheConfig contiguous = paged;
     contiguous.page_size = 0;
     contiguous.pages = 0;
-    const MirroredCache paged_cache(paged, seed, 1);
+    const MirroredCache paged_cache(paged, seed);
     MirroredCache contiguous_cache(contiguous, seed);
     copy_logical_rows(paged_cache, contiguous_cache.host);
     contiguous_cache.copy_contents();
@@ -347,7 +354,7 @@ TEST(AttentionGpu, GraphReplayFollowsGrowingLengthsAndTables) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const KvCacheConfig config = long_config(RowFormat::tq8, RowFormat::tq4, 256, 64);
-  const MirroredCache cache(config, seed, 2);
+  MirroredCache cache(config, seed, true);
   DecodeOptions options;
   options.n_heads = 4;
   options.query_tokens = 2;
@@ -397,7 +404,9 @@ TEST(AttentionGpu, GraphReplayFollowsGrowingLengthsAndTables) {
     const bool bad_run = i >= 2;
     EXPECT_EQ(std::all_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }), bad_run)
         << "row " << i;
-    if (!bad_run) EXPECT_EQ(out, eager.output(i)) << "row " << i;
+    if (!bad_run) {
+      EXPECT_EQ(out, eager.output(i)) << "row " << i;
+    }
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
