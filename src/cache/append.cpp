@@ -68,7 +68,7 @@ void check_index_values(const KvCacheView& cache, const std::vector<std::int32_t
   const std::int64_t block_rows = cache::storage_grid(c).block_rows;
   std::vector<std::int64_t> targets;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    const cache::RowLocation at = a.locate(blocks[i], logical[i]);
+    const cache::RowLocation at = a.locate_in_block(blocks[i], logical[i]);
     targets.push_back(at.block * block_rows + at.row);
   }
   std::sort(targets.begin(), targets.end());

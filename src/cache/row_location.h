@@ -46,7 +46,7 @@ struct RowAddressing {
 
   // The storage row of a logical row in `block` (from block_of), or block −1 where that block
   // is not one of the cache's.
-  TD_HOST_DEVICE RowLocation locate(std::int64_t block, std::int64_t logical) const {
+  TD_HOST_DEVICE RowLocation locate_in_block(std::int64_t block, std::int64_t logical) const {
     if (block < 0) return {-1, 0};
     if (!paged) return {block, logical};
     if (block >= pages) return {-1, 0};
@@ -55,7 +55,7 @@ struct RowAddressing {
 
   TD_HOST_DEVICE RowLocation locate(std::int32_t slot, std::int32_t position) const {
     const std::int64_t logical = logical_row(position);
-    return locate(block_of(slot, logical), logical);
+    return locate_in_block(block_of(slot, logical), logical);
   }
 };
 

@@ -3,10 +3,9 @@
 // kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
 // chunk is done, and a task's group states into the output when its last group is done (a task
 // of one group goes straight to the output). Both
-// levels are the same fold, one warp per query column: the max of the parts' maxima, then the
-// parts in order, each weighted by exp(m_j − m) (state.h), parts that saw nothing skipped. The
-// tree and the order depend only on a row's own chunks, so a row's bits do not depend on the
-// batch, the columns beside it, or which block merges it.
+// levels are the same fold (fold_states), one warp per query column. The tree and the orders
+// depend only on a row's own chunks, so a row's bits do not depend on the batch, the columns
+// beside it, or which block merges it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,29 +28,58 @@ struct WarpState {
   float o[D / 32] = {};
 };
 
-// Folds `count` states (m, l at ml[k · stride], O rows at o + k · stride · D) in order. Reads
-// through L2 (.cg): the states were written by other SMs in this launch.
+// Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
+// absolute index first_index + k (a chunk or a group number): the max of the maxima, then l
+// and O summed with weights exp(m_k − m), parts that saw nothing skipped. Lane (index mod 32)
+// loads its parts' (m, l) and adds its share of l in index order, the lanes' shares then meet
+// in a fixed tree; O rows are added in index order, eight loads in flight. Every order depends
+// on the absolute indices alone, so a part that saw nothing changes no bit wherever it sits.
+// Reads through L2 (.cg): other SMs wrote the states in this launch.
 template <int D>
 __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
-                                                    int stride, int lane) {
+                                                    int stride, int first_index, int lane) {
   constexpr int E = D / 32;
+  constexpr int kInFlight = 8;
+  const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
   WarpState<D> s;
-  for (int k = 0; k < count; ++k) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
-#pragma unroll 4
-  for (int k = 0; k < count; ++k) {
-    const float2 part = __ldcg(ml + k * stride);
-    if (part.x == -INFINITY) continue;  // saw nothing: contributes exactly nothing
-    const float weight = attention::merge_weight(part.x, s.m);
-    s.l = fmaf(part.y, weight, s.l);
-    const float4* row = reinterpret_cast<const float4*>(o + static_cast<std::int64_t>(k) * stride * D +
-                                                        lane * E);
+  for (int k = own; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
 #pragma unroll
-    for (int v = 0; v < E / 4; ++v) {
-      const float4 x = __ldcg(row + v);
-      s.o[4 * v] = fmaf(x.x, weight, s.o[4 * v]);
-      s.o[4 * v + 1] = fmaf(x.y, weight, s.o[4 * v + 1]);
-      s.o[4 * v + 2] = fmaf(x.z, weight, s.o[4 * v + 2]);
-      s.o[4 * v + 3] = fmaf(x.w, weight, s.o[4 * v + 3]);
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    s.m = fmaxf(s.m, __shfl_xor_sync(0xffffffffu, s.m, offset));
+  }
+  float share = 0.0f;
+  for (int k = own; k < count; k += 32) {
+    const float2 part = __ldcg(ml + k * stride);
+    share = fmaf(part.y, attention::merge_weight(part.x, s.m), share);
+  }
+#pragma unroll
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    share += __shfl_xor_sync(0xffffffffu, share, offset);
+  }
+  s.l = share;
+  for (int k0 = 0; k0 < count; k0 += kInFlight) {
+    float weight[kInFlight];
+    float4 rows[kInFlight][E / 4];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const int k = k0 + j;
+      weight[j] = k < count ? attention::merge_weight(__ldcg(ml + k * stride).x, s.m) : 0.0f;
+      if (weight[j] == 0.0f) continue;
+      const float4* row =
+          reinterpret_cast<const float4*>(o + static_cast<std::int64_t>(k) * stride * D + lane * E);
+#pragma unroll
+      for (int v = 0; v < E / 4; ++v) rows[j][v] = __ldcg(row + v);
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (weight[j] == 0.0f) continue;  // saw nothing: contributes exactly nothing
+#pragma unroll
+      for (int v = 0; v < E / 4; ++v) {
+        s.o[4 * v] = fmaf(rows[j][v].x, weight[j], s.o[4 * v]);
+        s.o[4 * v + 1] = fmaf(rows[j][v].y, weight[j], s.o[4 * v + 1]);
+        s.o[4 * v + 2] = fmaf(rows[j][v].z, weight[j], s.o[4 * v + 2]);
+        s.o[4 * v + 3] = fmaf(rows[j][v].w, weight[j], s.o[4 * v + 3]);
+      }
     }
   }
   return s;

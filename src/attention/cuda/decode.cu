@@ -117,6 +117,7 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.n_kv_heads = config.n_kv_heads;
   p.group = plan.options.n_heads / config.n_kv_heads;
   p.columns = shape.columns;
+  p.tile = decode::tile_positions(config.head_dim);
   p.column_chunks = shape.column_chunks;
   p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks,
                     plan.options.fixed_chunk_positions};
@@ -144,14 +145,12 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 
 }  // namespace
 
-// Short rows in chunks of 128 (256 at D 512) positions, so that a lone query of a few thousand
-// positions still spreads over the SMs; long rows at most 65 (129) chunks, so their states stay
-// about 1-2% of the bytes they read. D 512 rows carry twice the bytes per position and have 4×
-// the columns per KV head in Gemma-like layers (16/2 heads): longer chunks, and more of them
-// (only 2 KV heads to spread over the SMs).
-attention::ChunkLimits chunk_limits(int head_dim) {
-  return head_dim == 256 ? attention::ChunkLimits{128, 65} : attention::ChunkLimits{256, 129};
-}
+// Chunks of 128 positions (4 tiles at D 256, 8 at D 512) up to 1024 of them (rows of 128K
+// positions), longer beyond: small enough that the blocks' shares of the work list, made of
+// whole chunks, stay within a few percent of each other even for a single row, and that a
+// lone short query spreads over the SMs; the chunk states cost 2% (D 256, 2 query heads per
+// KV head) to 8% (D 512, 8) of the bytes the chunk reads, mostly from L2.
+attention::ChunkLimits chunk_limits(int) { return attention::ChunkLimits{128, 1025}; }
 
 void plan_decode(DecodePlan& plan) {
   const decode::DecodeKernel kernel = kernel_of(plan);

@@ -224,32 +224,34 @@ struct DecodeBlock {
     shares.reset();
   }
 
-  // Counts the chunk as done and, in the block that finishes its group, merges the group; in
-  // the block that finishes the task's last group, merges the groups into the output.
-  __device__ void finish_chunk(const RunPart& part, const WorkItem& item, std::int64_t task,
-                               int columns_here) const {
+  // Counts `done` chunks of the group of chunk `item` (the block's last of that group in this
+  // task) as finished and, in the block that finishes the group, merges it; in the block that
+  // finishes the task's last group, merges the groups into the output.
+  __device__ void finish_group(const RunPart& part, const WorkItem& item, std::int64_t task,
+                               int done, int columns_here) const {
     compute_warps_sync();  // every thread's state writes, before the count (fence in arrive)
     const std::int64_t chunk = part.first_chunk + item.chunk_index;
     const std::int64_t first_group = part.first_chunk / kMergeGroup;
     const std::int64_t last_chunk = part.first_chunk + part.chunks - 1;
-    const int group = static_cast<int>(chunk / kMergeGroup - first_group);
-    const std::int64_t group_begin = (chunk / kMergeGroup) * kMergeGroup;
+    const std::int64_t group_index = chunk / kMergeGroup;  // absolute
+    const int group = static_cast<int>(group_index - first_group);
+    const std::int64_t group_begin = group_index * kMergeGroup;
     const std::int64_t group_first = group_begin > part.first_chunk ? group_begin : part.first_chunk;
     const std::int64_t group_end = group_begin + kMergeGroup - 1;
     const int group_chunks =
         static_cast<int>((group_end < last_chunk ? group_end : last_chunk) - group_first + 1);
     const int groups = static_cast<int>(last_chunk / kMergeGroup - first_group + 1);
     unsigned* counters = p.counters + task * (1 + p.task_groups);
-    if (thread == 0) control()[kGroupDone] = arrive(counters + 1 + group, group_chunks);
+    if (thread == 0) control()[kGroupDone] = arrive(counters + 1 + group, done, group_chunks);
     compute_warps_sync();
     if (!control()[kGroupDone]) return;
     const std::int64_t group_state = (task * p.task_groups + group) * kColumns;
     const std::int64_t first_state =
         (task * p.task_chunks + (group_first - part.first_chunk)) * kColumns;
     for (int c = warp; c < columns_here; c += kComputeWarps) {
-      const WarpState<D> merged = fold_states<D>(p.state_ml + first_state + c,
-                                                 p.state_o + (first_state + c) * D, group_chunks,
-                                                 kColumns, lane);
+      const WarpState<D> merged =
+          fold_states<D>(p.state_ml + first_state + c, p.state_o + (first_state + c) * D,
+                         group_chunks, kColumns, static_cast<int>(group_first % 32), lane);
       // A task of one group is done: folding its one group state again would change no bit.
       if (groups == 1) {
         write_output<D>(p, column_target(p, part, item, c), merged, lane);
@@ -260,27 +262,27 @@ struct DecodeBlock {
     }
     if (groups == 1) return;
     compute_warps_sync();
-    if (thread == 0) control()[kTaskDone] = arrive(counters, groups);
+    if (thread == 0) control()[kTaskDone] = arrive(counters, 1, groups);
     compute_warps_sync();
     if (!control()[kTaskDone]) return;
     const std::int64_t task_state = task * p.task_groups * kColumns;
     for (int c = warp; c < columns_here; c += kComputeWarps) {
       const WarpState<D> merged =
           fold_states<D>(p.group_ml + task_state + c, p.group_o + (task_state + c) * D, groups,
-                         kColumns, lane);
+                         kColumns, static_cast<int>(first_group % 32), lane);
       write_output<D>(p, column_target(p, part, item, c), merged, lane);
     }
   }
 
-  // One arrival on a completion counter that expects `expected`, by one thread between two
+  // `count` arrivals on a completion counter that expects `expected`, by one thread between two
   // barriers of the compute warps. The fence before the count makes the block's writes before
   // the first barrier visible to the device first; the last arrival's fence after it orders the
   // other blocks' writes before what the block reads after the second barrier (fences are
   // cumulative). True for the last arrival, which resets the counter for the next launch.
-  __device__ static bool arrive(unsigned* counter, int expected) {
+  __device__ static bool arrive(unsigned* counter, int count, int expected) {
     __threadfence();
-    const unsigned before = atomicAdd(counter, 1u);
-    const bool last = before + 1 == static_cast<unsigned>(expected);
+    const unsigned before = atomicAdd(counter, static_cast<unsigned>(count));
+    const bool last = before + count == static_cast<unsigned>(expected);
     if (last) {
       atomicExch(counter, 0u);
       __threadfence();
@@ -330,6 +332,7 @@ struct DecodeBlock {
       stage_rotated_query(columns);
       const TileScorer<D, kColumns, KF, VF> scorer(p, columns, rotated_q(), warp, lane);
       const std::int64_t task = task_index(p, part, first_item);
+      int group_done = 0;
       for (int n = 0; n < task_items; ++n) {
         const WorkItem item{first_item.kv_head, first_item.column_chunk,
                             first_item.chunk_index + n};
@@ -347,7 +350,13 @@ struct DecodeBlock {
         }
         const std::int64_t state = (task * p.task_chunks + item.chunk_index) * kColumns;
         write_chunk_state(state, columns_here, values, shares);
-        finish_chunk(part, item, task, columns_here);
+        // The block counts its chunks of a group once, when it leaves the group.
+        ++group_done;
+        const std::int64_t chunk = part.first_chunk + item.chunk_index;
+        if (n + 1 == task_items || (chunk + 1) % kMergeGroup == 0) {
+          finish_group(part, item, task, group_done, columns_here);
+          group_done = 0;
+        }
       }
       cursor.item += task_items - 1;
       cursor.advance(p);
@@ -386,8 +395,12 @@ __global__ void __launch_bounds__(kBlockThreads,
   __syncthreads();  // the block's only full barrier: the copy warp leaves after its stream
   const int count = control[kItemCount];
   if (count == 0) return;
-  const WorkCursor cursor{describe_part(p, control[kStartRun], control[kStartPart]),
-                          control[kStartItem]};
+  WorkCursor cursor{describe_part(p, control[kStartRun], control[kStartPart]),
+                    control[kStartItem]};
+  if (cursor.item >= cursor.part.items) {  // the share starts with the next part's first item
+    cursor.item = cursor.part.items - 1;
+    cursor.advance(p);
+  }
   if (thread >= kComputeThreads) {
     stream_items<D, kColumns, KF, VF>(p, cursor, count, shared, barriers);
     return;

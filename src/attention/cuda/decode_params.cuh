@@ -57,6 +57,7 @@ struct DecodeParams {
   int n_kv_heads = 0;
   int group = 1;           // query heads per KV head
   int columns = 2;         // query columns per block (the kernel instance's)
+  int tile = 32;           // positions per tile of the instance (decode_shape.h)
   int column_chunks = 1;   // most blocks of columns a run's part needs per KV head
   attention::ChunkPolicy chunk_policy;
   int task_chunks = 1;     // chunk states a task may hold (max_chunks + 1)

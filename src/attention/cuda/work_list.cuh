@@ -53,6 +53,7 @@ struct RunPart {
   std::int64_t lo, hi;       // the union of its rows' visible positions
   std::int64_t first_chunk;  // lo / chunk
   int chunks;                // items of one task
+  int task_tiles;            // tiles of the copy warp's stream one task covers
   int column_chunks;         // blocks of columns per KV head
 
   __device__ int columns_here(const DecodeParams& p, int column_chunk) const {
@@ -127,6 +128,7 @@ __device__ __forceinline__ RunPart describe_part(const DecodeParams& p, int run,
     r.items = part == 0 ? 1 : 0;
     return r;
   }
+  r.task_tiles = static_cast<int>(r.hi / p.tile - r.lo / p.tile + 1);
   r.column_chunks = (r.tokens * p.group + p.columns - 1) / p.columns;
   r.items = p.n_kv_heads * r.column_chunks * r.chunks;
   return r;
@@ -181,62 +183,131 @@ struct WorkCursor {
   }
 };
 
-// Items of a whole run (both parts).
-__device__ __forceinline__ int run_items(const DecodeParams& p, int run) {
-  int items = describe_part(p, run, 0).items;
-  if (p.parts_per_run > 1) items += describe_part(p, run, 1).items;
-  return items;
+// What a run part costs, in tiles of the copy warp's stream (the unit the blocks share out):
+// every task of a part covers the same positions, task_tiles tiles; an invalid run costs one.
+__device__ __forceinline__ std::int64_t part_tiles(const RunPart& r) {
+  if (!r.valid || r.items == 0) return r.items;
+  return static_cast<std::int64_t>(r.items / r.chunks) * r.task_tiles;
 }
 
-// Where item `target` lies (run = n_runs when target is past the last item).
+// The first item of a part that starts at or after tile `offset` of the part's stream (the
+// part's item count when none does).
+__device__ __forceinline__ int first_item_from(const DecodeParams& p, const RunPart& r,
+                                               std::int64_t offset) {
+  if (!r.valid) return offset > 0 ? r.items : 0;
+  const std::int64_t task = offset / r.task_tiles;
+  const std::int64_t within = offset % r.task_tiles;
+  if (within == 0) return static_cast<int>(task * r.chunks);
+  // Chunk k > 0 of a task starts at absolute tile (first_chunk + k) · C / T.
+  const std::int64_t per_chunk = r.chunk / p.tile;
+  const std::int64_t target = r.lo / p.tile + within;
+  const std::int64_t k = (target + per_chunk - 1) / per_chunk - r.first_chunk;
+  return static_cast<int>(task * r.chunks + k);
+}
+
+// Where an item lies: run, part, item in the part, and its index in the whole list.
 struct WorkStart {
   int run, part, item;
+  std::int64_t index;
 };
 
-__device__ __forceinline__ std::int64_t count_items(const DecodeParams& p) {
+// The tiles and items of a whole run (both parts).
+struct RunCost {
+  std::int64_t tiles, items;
+};
+
+__device__ __forceinline__ RunCost run_cost(const DecodeParams& p, int run) {
+  RunCost cost{0, 0};
+  for (int part = 0; part < p.parts_per_run; ++part) {
+    const RunPart r = describe_part(p, run, part);
+    cost.tiles += part_tiles(r);
+    cost.items += r.items;
+  }
+  return cost;
+}
+
+// By one whole warp: the tiles of the whole list.
+__device__ __forceinline__ std::int64_t total_tiles(const DecodeParams& p) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   std::int64_t total = 0;
   for (int first = 0; first < p.n_runs; first += 32) {
-    std::int64_t items = first + lane < p.n_runs ? run_items(p, first + lane) : 0;
+    std::int64_t tiles = first + lane < p.n_runs ? run_cost(p, first + lane).tiles : 0;
 #pragma unroll
     for (int offset = 16; offset >= 1; offset /= 2) {
-      items += __shfl_xor_sync(0xffffffffu, items, offset);
+      tiles += __shfl_xor_sync(0xffffffffu, tiles, offset);
     }
-    total += items;
+    total += tiles;
   }
   return total;
 }
 
-__device__ __forceinline__ WorkStart locate_item(const DecodeParams& p, std::int64_t target) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  std::int64_t base = 0;
-  for (int first = 0; first < p.n_runs; first += 32) {
-    const int run = first + lane;
-    const int items = run < p.n_runs ? run_items(p, run) : 0;
-    std::int64_t inclusive = items;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const std::int64_t below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += below;
-    }
-    const unsigned hit = __ballot_sync(0xffffffffu, run < p.n_runs && target < base + inclusive);
-    if (hit != 0) {
-      const int source = __ffs(hit) - 1;
-      const std::int64_t before = __shfl_sync(0xffffffffu, base + inclusive - items, source);
-      const int found = first + source;
-      const int offset = static_cast<int>(target - before);
-      const int part0 = describe_part(p, found, 0).items;
-      if (offset < part0) return {found, 0, offset};
-      return {found, 1, offset - part0};
-    }
-    base += __shfl_sync(0xffffffffu, inclusive, 31);
+__device__ __forceinline__ WorkStart locate_in_run(const DecodeParams& p, int run,
+                                                   std::int64_t offset, std::int64_t index) {
+  const RunPart part0 = describe_part(p, run, 0);
+  const std::int64_t tiles0 = part_tiles(part0);
+  if (offset < tiles0 || p.parts_per_run == 1) {
+    const int item = first_item_from(p, part0, offset);
+    return {run, 0, item, index + item};
   }
-  return {p.n_runs, 0, 0};
+  const RunPart part1 = describe_part(p, run, 1);
+  const int item = first_item_from(p, part1, offset - tiles0);
+  return {run, 1, item, index + part0.items + item};
 }
 
-// A block's share of the work list: items [total · block / blocks, total · (block + 1) /
-// blocks), by one whole warp. Lanes take runs 32 at a time (two passes: the total, then the
-// start; one when every run fits in one pass).
+// By one whole warp: the first items that start at or after tile targets[t] of the stream
+// (past the end: run n_runs, index = the item count). Lanes take runs 32 at a time; inclusive
+// warp scans of their tile and item counts find the runs.
+template <int kTargets>
+__device__ __forceinline__ void locate_tiles(const DecodeParams& p,
+                                             const std::int64_t (&targets)[kTargets],
+                                             WorkStart (&found)[kTargets]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  std::int64_t base_tiles = 0, base_items = 0;
+  bool done[kTargets];
+#pragma unroll
+  for (int t = 0; t < kTargets; ++t) {
+    done[t] = false;
+    found[t] = {p.n_runs, 0, 0, 0};
+  }
+  for (int first = 0; first < p.n_runs; first += 32) {
+    const int run = first + lane;
+    const RunCost cost = run < p.n_runs ? run_cost(p, run) : RunCost{0, 0};
+    const std::int64_t tiles = cost.tiles, items = cost.items;
+    std::int64_t tiles_incl = tiles, items_incl = items;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const std::int64_t t_below = __shfl_up_sync(0xffffffffu, tiles_incl, offset);
+      const std::int64_t i_below = __shfl_up_sync(0xffffffffu, items_incl, offset);
+      if (lane >= offset) {
+        tiles_incl += t_below;
+        items_incl += i_below;
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTargets; ++t) {
+      const unsigned hit = __ballot_sync(
+          0xffffffffu, !done[t] && run < p.n_runs && targets[t] < base_tiles + tiles_incl);
+      if (hit == 0) continue;
+      const int source = __ffs(hit) - 1;
+      const std::int64_t tiles_before =
+          __shfl_sync(0xffffffffu, base_tiles + tiles_incl - tiles, source);
+      const std::int64_t items_before =
+          __shfl_sync(0xffffffffu, base_items + items_incl - items, source);
+      found[t] = locate_in_run(p, first + source, targets[t] - tiles_before, items_before);
+      done[t] = true;
+    }
+    base_tiles += __shfl_sync(0xffffffffu, tiles_incl, 31);
+    base_items += __shfl_sync(0xffffffffu, items_incl, 31);
+  }
+#pragma unroll
+  for (int t = 0; t < kTargets; ++t) {
+    if (!done[t]) found[t] = {p.n_runs, 0, 0, base_items};
+  }
+}
+
+// A block's share of the work list: the items that start in tiles [total · block / blocks,
+// total · (block + 1) / blocks) of the whole stream, so every block streams about as many
+// tiles whatever the lengths in the batch; by one whole warp.
 struct WorkShare {
   WorkStart start;
   int count;
@@ -244,34 +315,11 @@ struct WorkShare {
 
 __device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
                                                  unsigned blocks) {
-  if (p.n_runs > 32) {
-    const std::int64_t total = count_items(p);
-    const std::int64_t begin = total * block / blocks;
-    const std::int64_t end = total * (block + 1) / blocks;
-    if (begin == end) return {{p.n_runs, 0, 0}, 0};
-    return {locate_item(p, begin), static_cast<int>(end - begin)};
-  }
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int part0 = lane < p.n_runs ? describe_part(p, lane, 0).items : 0;
-  const int part1 = lane < p.n_runs && p.parts_per_run > 1 ? describe_part(p, lane, 1).items : 0;
-  int inclusive = part0 + part1;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += below;
-  }
-  const std::int64_t total = __shfl_sync(0xffffffffu, inclusive, 31);
-  const std::int64_t begin = total * block / blocks;
-  const std::int64_t end = total * (block + 1) / blocks;
-  const unsigned hit = __ballot_sync(0xffffffffu, lane < p.n_runs && begin < inclusive);
-  if (begin == end || hit == 0) return {{p.n_runs, 0, 0}, 0};
-  const int source = __ffs(hit) - 1;
-  const int offset = static_cast<int>(begin) - __shfl_sync(0xffffffffu, inclusive - part0 - part1,
-                                                           source);
-  const int source_part0 = __shfl_sync(0xffffffffu, part0, source);
-  const WorkStart start = offset < source_part0 ? WorkStart{source, 0, offset}
-                                                : WorkStart{source, 1, offset - source_part0};
-  return {start, static_cast<int>(end - begin)};
+  const std::int64_t tiles = total_tiles(p);
+  const std::int64_t targets[2] = {tiles * block / blocks, tiles * (block + 1) / blocks};
+  WorkStart bounds[2];
+  locate_tiles<2>(p, targets, bounds);
+  return {bounds[0], static_cast<int>(bounds[1].index - bounds[0].index)};
 }
 
 }  // namespace turbodecode::cuda::decode

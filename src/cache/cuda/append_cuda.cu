@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
   for (int row = first; row < p.rows; row += warps) {
     const bool more = row + warps < p.rows;
     const RowTarget target = next;
-    const StorageRow at = storage_row(p.addressing.locate(target.block, target.logical));
+    const StorageRow at = storage_row(p.addressing.locate_in_block(target.block, target.logical));
     if (more) next = locate(p, row + warps);
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
