@@ -19,7 +19,7 @@ namespace {
 // Plans and returns the plan's fields beside its key.
 nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
               const std::string& mask, std::int64_t sliding_window, bool rotated_output,
-              int query_tokens, std::int64_t fixed_chunk_positions, int fixed_splits,
+              int query_tokens, std::int64_t fixed_chunk_positions,
               std::int64_t max_queries) {
   DecodeOptions o;
   o.n_heads = n_heads;
@@ -30,7 +30,6 @@ nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
   o.rotated_output = rotated_output;
   o.query_tokens = query_tokens;
   o.fixed_chunk_positions = fixed_chunk_positions;
-  o.fixed_splits = fixed_splits;
   const std::string key = plan_key(*cache_config(cache, "cache"), o, max_queries);
   const auto p = decode_plan(key, "plan");
   nb::dict fields;
@@ -39,9 +38,7 @@ nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
   fields["min_chunk_positions"] = p->min_chunk_positions;
   fields["max_chunks"] = p->max_chunks;
   fields["workspace_bytes"] = p->workspace_bytes;
-  fields["max_splits"] = p->max_splits;
-  fields["min_split_tokens"] = p->min_split_tokens;
-  fields["target_splits"] = p->target_splits;
+  fields["device_blocks"] = p->device_blocks;
   return fields;
 }
 
@@ -67,7 +64,7 @@ void bind_attention(nb::module_& m) {
   m.attr("MAX_QUERY_TOKENS") = kMaxQueryTokens;
   m.def("plan_decode", &plan, "cache"_a, "n_heads"_a, "scale"_a, "softcap"_a, "mask"_a,
         "sliding_window"_a, "rotated_output"_a, "query_tokens"_a, "fixed_chunk_positions"_a,
-        "fixed_splits"_a, "max_queries"_a,
+        "max_queries"_a,
         "Validates and plans a decode (attention.h, plan_decode); returns the plan's fields "
         "and its key.");
   m.def(
@@ -76,12 +73,6 @@ void bind_attention(nb::module_& m) {
         return decode_plan(plan, "plan")->chunk_positions(visible);
       },
       "plan"_a, "visible"_a, "Positions per chunk of a row that sees `visible` positions.");
-  m.def(
-      "splits_for_length",
-      [](const std::string& plan, std::int64_t visible) {
-        return decode_plan(plan, "plan")->splits_for_length(visible);
-      },
-      "plan"_a, "visible"_a, "Splits of the CUDA split kernel for a row of `visible` positions.");
   m.def("run_decode", &run, "plan"_a, "k_cache"_a, "k_norms"_a.none(), "v_cache"_a,
         "v_norms"_a.none(), "block_table"_a.none(), "q"_a, "slot_ids"_a, "seq_pos"_a, "out"_a,
         "lse"_a.none(), "workspace"_a, "Decode attention (attention.h, run_decode).");

@@ -179,7 +179,6 @@ DecodePlanRequest read_plan_request(const std::string& key, const char* argument
   o.rotated_output = r.integer("rotated_output") != 0;
   o.query_tokens = static_cast<int>(r.integer("query_tokens"));
   o.fixed_chunk_positions = r.integer("fixed_chunk_positions");
-  o.fixed_splits = static_cast<int>(r.integer("fixed_splits"));
   request.max_queries = r.integer("max_queries");
   return request;
 }
@@ -262,7 +261,6 @@ std::string plan_key(const KvCacheConfig& cache, const DecodeOptions& options,
       .add("rotated_output", std::int64_t{options.rotated_output})
       .add("query_tokens", std::int64_t{options.query_tokens})
       .add("fixed_chunk_positions", options.fixed_chunk_positions)
-      .add("fixed_splits", std::int64_t{options.fixed_splits})
       .add("max_queries", max_queries);
   std::string key = w.take();
   decode_plan(key, "plan");  // plans (and so validates) now, and keeps the plan for the runs

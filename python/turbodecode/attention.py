@@ -43,8 +43,6 @@ class DecodeOptions:
     #: 0: chunk sizes from each row's own length (batch invariant); > 0, a multiple of 32: every
     #: row is cut into chunks of exactly this many positions (tests and benchmarks).
     fixed_chunk_positions: int = 0
-    #: CUDA split kernel only: > 0 forces this many splits per query.
-    fixed_splits: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mask", as_member(MaskKind, self.mask))
@@ -60,19 +58,14 @@ class DecodePlan:
     min_chunk_positions: int
     max_chunks: int
     workspace_bytes: int  #: size of run_decode's workspace
-    max_splits: int
-    min_split_tokens: int
-    target_splits: int
+    #: CUDA: blocks of the persistent decode launch (SMs × resident blocks of its kernel).
+    device_blocks: int
     #: The plan as one string: what torch.ops.turbodecode.run_decode takes as ``plan``.
     key: str = field(repr=False, compare=False)
 
     def chunk_positions(self, visible: int) -> int:
         """Positions per chunk of a row that sees ``visible`` positions (batch invariant)."""
         return _ext.chunk_positions(self.key, visible)
-
-    def splits_for_length(self, visible: int) -> int:
-        """Splits of the CUDA split kernel for a row that sees ``visible`` positions."""
-        return _ext.splits_for_length(self.key, visible)
 
 
 def plan_decode(cache: KvCacheConfig, options: DecodeOptions, max_queries: int) -> DecodePlan:
@@ -81,7 +74,7 @@ def plan_decode(cache: KvCacheConfig, options: DecodeOptions, max_queries: int) 
     fields = _ext.plan_decode(
         cache.key, options.n_heads, options.scale, options.softcap, name_of(options.mask),
         options.sliding_window, options.rotated_output, options.query_tokens,
-        options.fixed_chunk_positions, options.fixed_splits, max_queries,
+        options.fixed_chunk_positions, max_queries,
     )
     return DecodePlan(
         cache=cache,
@@ -90,9 +83,7 @@ def plan_decode(cache: KvCacheConfig, options: DecodeOptions, max_queries: int) 
         min_chunk_positions=fields["min_chunk_positions"],
         max_chunks=fields["max_chunks"],
         workspace_bytes=fields["workspace_bytes"],
-        max_splits=fields["max_splits"],
-        min_split_tokens=fields["min_split_tokens"],
-        target_splits=fields["target_splits"],
+        device_blocks=fields["device_blocks"],
         key=fields["key"],
     )
 
