@@ -1,6 +1,8 @@
 // Decode attention and quantize-on-append on the GPU, against the card's own read-stream
 // bandwidth measured in the same run (SPEC §6). docs/benchmarks.md says what is counted.
 //   attention_bench [--quick] [--json PATH]   run and write results as JSON
+//     --only LABEL_PART      only the decode shapes whose label contains it
+//     --chunk-positions N    cut every row into chunks of N positions (A/B of the chunk policy)
 //   attention_bench --list-shapes PATH        write the decode shapes (for the PyTorch peer)
 #include <cuda_runtime.h>
 
@@ -41,6 +43,7 @@ struct Settings {
   int graph_calls = 8;
   std::int64_t bandwidth_bytes = std::int64_t{4} << 30;
   std::string only;  // run only the decode shapes whose label contains this (for profiling)
+  std::int64_t chunk_positions = 0;  // > 0: DecodeOptions::fixed_chunk_positions (A/B runs)
 };
 
 KvCacheConfig cache_config(const DecodeShape& shape) {
@@ -174,6 +177,7 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
   DecodeOptions options;
   options.n_heads = shape.n_heads;
   options.query_tokens = shape.query_tokens;
+  options.fixed_chunk_positions = settings.chunk_positions;
   const DecodePlan plan = plan_decode(config, options, rows);
   Buffer workspace(Device::cuda, plan.workspace_bytes > 0 ? plan.workspace_bytes : 256);
   workspace.fill_bytes(0);
@@ -344,9 +348,12 @@ int main(int argc, char** argv) {
       shapes_path = argv[++i];
     } else if (arg == "--only" && i + 1 < argc) {
       settings.only = argv[++i];
+    } else if (arg == "--chunk-positions" && i + 1 < argc) {
+      settings.chunk_positions = std::stoll(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--quick] [--only LABEL_PART] [--json PATH] | --list-shapes PATH "
+                   "usage: %s [--quick] [--only LABEL_PART] [--chunk-positions N] [--json PATH] | "
+                   "--list-shapes PATH "
                    "[--quick]\n",
                    argv[0]);
       return 2;

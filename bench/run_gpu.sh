@@ -8,9 +8,9 @@
 #   flashinfer bench/peers/flashinfer_peer.py (FlashInfer paged decode, F16 and FP8 KV, on the
 #              same shapes, and its fidelity on the main job's data), after installing
 #              .whl/*.whl (bench/stage_peer_wheels.sh stages them) -> JSON
-#   cli        the CLI on the GPU: turbodecode --device cuda --json (the main job: per-format
-#              fidelity -> fidelity.json) and turbodecode hc --device cuda, when the build has
-#              the CLI
+#   cli        the CLI on the GPU: turbodecode --device cuda --json, once per K format with
+#              every V format (the main job: per-format fidelity -> fidelity_k_<K>.json) and
+#              turbodecode hc --device cuda, when the build has the CLI
 #   report     bench/report_attention.py and bench/report_formats.py        -> markdown + PNG
 #   hc         build/release/bench/hc_bench and bench/peers/hc_torch.py, when present
 #   python     pytest python/tests (CUDA tensors, torch.compile, CUDA graphs) and
@@ -28,7 +28,7 @@
 # ./gpu-out:
 #   gpu_run.log      every step's output, concatenated      summary.txt  the step table
 #   attention_report.md  attention_gbps.png  formats_report.md  formats_tradeoff.png
-#   bench_json.tar.gz  every JSON: attention_bench, sdpa_peer, flashinfer_peer, fidelity (the
+#   bench_json.tar.gz  every JSON: attention_bench, sdpa_peer, flashinfer_peer, fidelity_k_* (the
 #                      CLI's), hc_bench and hc_torch (when those programs write JSON)
 #   flashinfer_jit.tar.xz  FlashInfer's modules, when this run compiled any: copy it to
 #                      $WHEELS/ so the next run loads them instead of compiling
@@ -149,18 +149,24 @@ run_step "flashinfer_peer" SKIP_FLASHINFER 300 \
   env PYTHONPATH="$PEER_SITE" python3 bench/peers/flashinfer_peer.py --shapes "$SHAPES" \
   --json "$JSON_DIR/flashinfer_peer.json" --fidelity $QUICK_FLAG \
   --jit-cache-in "$JIT_CACHE" --jit-cache-out "$OUT_DIR/flashinfer_jit.tar.xz"
+V_FORMATS=f16,fp8,tq3,tq4,tq5,tq6,tq8
 if [[ -x "$BUILD/turbodecode" ]]; then
-  run_step "turbodecode --device cuda --json" SKIP_CLI 120 \
-    bash -c '"$0" --device cuda --json >"$1"' "$BUILD/turbodecode" "$JSON_DIR/fidelity.json"
+  for k_format in f16 fp8 tq4 tq8; do
+    run_step "turbodecode --device cuda --json --k-format $k_format" SKIP_CLI 120 \
+      bash -c '"$0" --device cuda --json --k-format "$1" --v-formats "$2" >"$3"' \
+      "$BUILD/turbodecode" "$k_format" "$V_FORMATS" "$JSON_DIR/fidelity_k_$k_format.json"
+  done
   run_step "turbodecode hc --device cuda" SKIP_CLI 60 "$BUILD/turbodecode" hc --device cuda
 fi
+fidelity_args=()
+for f in "$JSON_DIR"/fidelity_k_*.json; do [[ -e $f ]] && fidelity_args+=(--fidelity "$f"); done
 run_step "report_attention" SKIP_REPORT 30 \
   python3 bench/report_attention.py --ours "$JSON_DIR/attention_bench.json" \
   --peer "$JSON_DIR/sdpa_peer.json" --out "$OUT_DIR"
 run_step "report_formats" SKIP_REPORT 30 \
   python3 bench/report_formats.py --ours "$JSON_DIR/attention_bench.json" \
   --flashinfer "$JSON_DIR/flashinfer_peer.json" --sdpa "$JSON_DIR/sdpa_peer.json" \
-  --fidelity "$JSON_DIR/fidelity.json" --out "$OUT_DIR"
+  "${fidelity_args[@]}" --out "$OUT_DIR"
 
 if [[ -x "$BUILD/bench/hc_bench" ]]; then
   mapfile -t hc_args < <(json_args_for "$JSON_DIR/hc_bench.json" bench/hc_bench.c*)

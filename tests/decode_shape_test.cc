@@ -41,9 +41,9 @@ TEST(DecodeShape, EveryInstanceFitsAndIsAligned) {
     EXPECT_EQ(s.v_row_bytes % 16, 0);
     EXPECT_EQ(s.v_pitch % 16, 0);
     EXPECT_EQ(s.stage_bytes % 16, 0);
-    EXPECT_EQ((s.tile * s.k_row_bytes / 16) % 32, 0) << "whole passes of the copy warp";
-    EXPECT_EQ((s.tile * s.v_row_bytes / 16) % 32, 0) << "whole passes of the copy warp";
-    EXPECT_GE(s.k_row_bytes / 16, 8) << "the K swizzle stays inside the row";
+    EXPECT_LE(s.tile, 32) << "a lane of the copy warp per row";
+    EXPECT_EQ(s.k_pitch % 128, 16) << "8 staged K rows start in 8 bank quarters";
+    EXPECT_EQ(s.stage_k % 16 + s.stage_v % 16 + s.stage_k_scales % 16, 0) << "bulk copies";
     EXPECT_EQ(s.partial_offset % 16, 0);
     EXPECT_EQ(s.weight_offset % 16, 0);
     EXPECT_EQ(s.barrier_offset % 8, 0);

@@ -20,11 +20,6 @@ struct StageBarriers {
   std::uint64_t* empty;
 };
 
-// Where a 16-byte chunk of staged K row `row` goes when K rows are swizzled: chunk c at
-// c ^ (row mod 8), inside the same 128-byte line, so the scores' fragment loads of 8 rows hit
-// distinct banks (scores.cuh).
-TD_HOST_DEVICE_CONSTEXPR int swizzled_chunk(int chunk, int row) { return chunk ^ (row & 7); }
-
 // The rows of one task: the slot's pages (or its contiguous region) for one KV head.
 struct TaskRows {
   const unsigned char* k_rows;
@@ -63,34 +58,37 @@ __device__ __forceinline__ RowPlace place_of(const DecodeParams& p, const TaskRo
   return {page >= 0 && page < p.pages, page, logical & ((1u << p.page_shift) - 1u)};
 }
 
-// Copies a tile's rows of kRowBytes into `stage`, kPitch bytes apart (16-byte chunks swizzled
-// when kSwizzled). Row t's byte offset from `base` comes from lane t (`offset`, 0 when the row
-// is not copied: `copied`); lane l takes chunks l, l + 32, ... in row-major order.
-template <int kRowBytes, int kPitch, int kTile, bool kSwizzled>
-__device__ __forceinline__ void copy_rows(const unsigned char* base, std::int64_t offset,
-                                          bool copied, unsigned char* stage, int lane) {
+// Copies `rows` consecutive rows of kRowBytes that follow each other in global memory (at
+// `global`, `stride` bytes apart) into a stage, kPitch bytes apart: 16-byte cp.async, the
+// warp's lanes on consecutive chunks, so each instruction reads whole rows.
+template <int kRowBytes, int kPitch, int kRows>
+__device__ __forceinline__ void copy_row_span(unsigned char* stage, const unsigned char* global,
+                                              std::int64_t stride, int lane) {
   constexpr int kChunks = kRowBytes / 16;
-  static_assert(kRowBytes % 16 == 0 && (kTile * kChunks) % 32 == 0, "whole 16-byte passes");
-  const auto* global = reinterpret_cast<const unsigned char*>(__cvta_generic_to_global(base));
+  static_assert(kRowBytes % 16 == 0 && (kRows * kChunks) % 32 == 0, "whole 16-byte passes");
 #pragma unroll
-  for (int k = 0; k < kTile * kChunks / 32; ++k) {
-    const int chunk_of_tile = lane + 32 * k;
-    const int t = chunk_of_tile / kChunks;
-    const int chunk = chunk_of_tile % kChunks;
-    const std::int64_t row_offset = __shfl_sync(0xffffffffu, offset, t);
-    const bool row_copied = __shfl_sync(0xffffffffu, copied, t);
-    const int target = kSwizzled ? swizzled_chunk(chunk, t) : chunk;
-    copy_async_16(stage + t * kPitch + target * 16, global + row_offset + chunk * 16,
-                  row_copied ? 16 : 0);
+  for (int k = 0; k < kRows * kChunks / 32; ++k) {
+    const int index = lane + 32 * k;
+    const int row = index / kChunks;
+    const int chunk = index % kChunks;
+    copy_async_16(stage + row * kPitch + chunk * 16, global + row * stride + chunk * 16, 16);
   }
 }
 
 // Issues the copies of the tile of positions [first, first + T) into a stage, from the copy
-// warp: positions outside the part's visible union [lo, hi] are zero-filled, never read.
+// warp. Lane t finds row t. When every row of the tile is there and the K and V rows of each
+// 16-row span follow each other in memory (a contiguous cache, or pages of 16 rows or more:
+// the common case), the warp copies each span with 16-byte cp.async at consecutive addresses.
+// Else lane t copies its K and V rows with one bulk copy each (counted in bytes against the
+// stage's full barrier; the hardware serialises a warp's bulk copies, so this is the slower
+// path); a row outside the part's visible union [lo, hi] is never read: its V row is
+// zero-filled (its weight is 0, and 0 times a stale value could be NaN), its K row left as it
+// is (its score is masked before use). Scales always go by cp.async, zero for a row not
+// copied.
 template <int D, int kColumns, RowFormat KF, RowFormat VF>
 __device__ __forceinline__ void copy_tile(const DecodeParams& p, const RunPart& part,
                                           const TaskRows& rows, std::int64_t first,
-                                          unsigned char* stage, int lane) {
+                                          unsigned char* stage, std::uint64_t* full, int lane) {
   constexpr DecodeShape s(D, kColumns, KF, VF);
   const std::int64_t position = first + lane;
   bool copied = false;
@@ -105,21 +103,53 @@ __device__ __forceinline__ void copy_tile(const DecodeParams& p, const RunPart& 
       v_scale = place.page * p.v.scale_page + place.row * p.v.scale_row;
     }
   }
-  copy_rows<s.k_row_bytes, s.k_pitch, s.tile, true>(rows.k_rows, k_offset, copied,
-                                                    stage + s.stage_k, lane);
-  copy_rows<s.v_row_bytes, s.v_pitch, s.tile, false>(rows.v_rows, v_offset, copied,
-                                                     stage + s.stage_v, lane);
-  if (lane < s.tile) {
-    auto* k_scales = reinterpret_cast<float*>(stage + s.stage_k_scales);
-    auto* v_scales = reinterpret_cast<float*>(stage + s.stage_v_scales);
+  // Spans of 16 rows: the smallest page holds one whole, and a tile starts on a span.
+  constexpr int kSpan = 16;
+  const int span_lane = lane & ~(kSpan - 1);
+  const std::int64_t k_first = __shfl_sync(0xffffffffu, k_offset, span_lane);
+  const std::int64_t v_first = __shfl_sync(0xffffffffu, v_offset, span_lane);
+  const int in_span = lane - span_lane;
+  const bool in_order =
+      lane >= s.tile || (copied && k_offset == k_first + in_span * p.k.row_bytes &&
+                         v_offset == v_first + in_span * p.v.row_bytes);
+  if (__all_sync(0xffffffffu, in_order)) {
 #pragma unroll
-    for (int i = 0; i < s.k_scales; ++i) {
-      copy_async_4(k_scales + lane * s.k_scales + i, rows.k_scales + k_scale + i, copied);
+    for (int span = 0; span < s.tile / kSpan; ++span) {
+      const std::int64_t k_span = __shfl_sync(0xffffffffu, k_first, span * kSpan);
+      const std::int64_t v_span = __shfl_sync(0xffffffffu, v_first, span * kSpan);
+      copy_row_span<s.k_row_bytes, s.k_pitch, kSpan>(stage + s.stage_k + span * kSpan * s.k_pitch,
+                                                      rows.k_rows + k_span, p.k.row_bytes, lane);
+      copy_row_span<s.v_row_bytes, s.v_pitch, kSpan>(stage + s.stage_v + span * kSpan * s.v_pitch,
+                                                      rows.v_rows + v_span, p.v.row_bytes, lane);
     }
+  } else {
+    const unsigned copied_rows = __popc(__ballot_sync(0xffffffffu, copied));
+    if (lane == 0) {
+      mbarrier_expect_bytes(full, copied_rows * (s.k_row_bytes + s.v_row_bytes));
+    }
+    __syncwarp();
+    unsigned char* v_row = stage + s.stage_v + lane * s.v_pitch;
+    if (copied) {
+      copy_bulk(stage + s.stage_k + lane * s.k_pitch, rows.k_rows + k_offset, s.k_row_bytes,
+                full);
+      copy_bulk(v_row, rows.v_rows + v_offset, s.v_row_bytes, full);
+    } else if (lane < s.tile) {
 #pragma unroll
-    for (int i = 0; i < s.v_scales; ++i) {
-      copy_async_4(v_scales + lane * s.v_scales + i, rows.v_scales + v_scale + i, copied);
+      for (int chunk = 0; chunk < s.v_row_bytes / 16; ++chunk) {
+        copy_async_16(v_row + 16 * chunk, rows.v_rows, 0);
+      }
     }
+  }
+  if (lane >= s.tile) return;
+  auto* k_scales = reinterpret_cast<float*>(stage + s.stage_k_scales);
+  auto* v_scales = reinterpret_cast<float*>(stage + s.stage_v_scales);
+#pragma unroll
+  for (int i = 0; i < s.k_scales; ++i) {
+    copy_async_4(k_scales + lane * s.k_scales + i, rows.k_scales + k_scale + i, copied);
+  }
+#pragma unroll
+  for (int i = 0; i < s.v_scales; ++i) {
+    copy_async_4(v_scales + lane * s.v_scales + i, rows.v_scales + v_scale + i, copied);
   }
 }
 
@@ -142,7 +172,7 @@ __device__ __forceinline__ void stream_items(const DecodeParams& p, WorkCursor c
       const int stage = tile % s.stages;
       if (tile >= s.stages) mbarrier_wait(barriers.empty + stage, (tile / s.stages - 1) & 1);
       copy_tile<D, kColumns, KF, VF>(p, cursor.part, rows, first,
-                                     shared + stage * s.stage_bytes, lane);
+                                     shared + stage * s.stage_bytes, barriers.full + stage, lane);
       mbarrier_arrive_after_copies(barriers.full + stage);
     }
   }

@@ -32,14 +32,14 @@ struct WarpState {
 // absolute index first_index + k (a chunk or a group number): the max of the maxima, then l
 // and O summed with weights exp(m_k − m), parts that saw nothing skipped. Lane (index mod 32)
 // loads its parts' (m, l) and adds its share of l in index order, the lanes' shares then meet
-// in a fixed tree; O rows are added in index order, eight loads in flight. Every order depends
+// in a fixed tree; O rows are added in index order, four loads in flight. Every order depends
 // on the absolute indices alone, so a part that saw nothing changes no bit wherever it sits.
 // Reads through L2 (.cg): other SMs wrote the states in this launch.
 template <int D>
 __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
                                                     int stride, int first_index, int lane) {
   constexpr int E = D / 32;
-  constexpr int kInFlight = 8;
+  constexpr int kInFlight = 4;
   const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
   WarpState<D> s;
   for (int k = own; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);

@@ -152,7 +152,7 @@ struct DecodeBlock {
   }
 
   // TQ K: R_D(q) of each column into shared memory (one warp per column, in registers).
-  __device__ void stage_rotated_query(const QueryColumns& columns) const {
+  __device__ __noinline__ void stage_rotated_query(const QueryColumns& columns) const {
     if constexpr (s.k_tile == KTile::tq) {
       constexpr int E = D / 32;
       for (int c = warp; c < kColumns; c += kComputeWarps) {
@@ -226,8 +226,9 @@ struct DecodeBlock {
 
   // Counts `done` chunks of the group of chunk `item` (the block's last of that group in this
   // task) as finished and, in the block that finishes the group, merges it; in the block that
-  // finishes the task's last group, merges the groups into the output.
-  __device__ void finish_group(const RunPart& part, const WorkItem& item, std::int64_t task,
+  // finishes the task's last group, merges the groups into the output. Not inlined: the merge's
+  // registers would otherwise count against the tile loop's, which then spills.
+  __device__ __noinline__ void finish_group(const RunPart& part, const WorkItem& item, std::int64_t task,
                                int done, int columns_here) const {
     compute_warps_sync();  // every thread's state writes, before the count (fence in arrive)
     const std::int64_t chunk = part.first_chunk + item.chunk_index;

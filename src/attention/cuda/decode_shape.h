@@ -102,7 +102,10 @@ struct DecodeShape {
         v_tile(v_tile_of(v_format)),
         k_row_bytes(static_cast<int>(stored_row_bytes(k_format, d))),
         v_row_bytes(static_cast<int>(stored_row_bytes(v_format, d))),
-        k_pitch(static_cast<int>(stored_row_bytes(k_format, d))),
+        // Rows of a multiple of 128 bytes, padded by 16: the 8 rows of a fragment load then
+        // start in 8 different bank quarters, and a bulk copy (16-byte granules) still
+        // writes each row whole.
+        k_pitch(static_cast<int>(stored_row_bytes(k_format, d)) + 16),
         v_pitch(static_cast<int>(stored_row_bytes(v_format, d))),
         k_scales(side_values(k_format, d)),
         v_scales(side_values(v_format, d)),

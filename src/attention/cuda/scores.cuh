@@ -7,8 +7,8 @@
 // The mma's k dimension may take the head-dim elements in any order as long as A and B agree
 // (a dot product does not care). F16 rows keep the natural order (lane i: elements 2i, 2i + 1,
 // 2i + 8, 2i + 9 of a step); FP8 and TQ rows give lane i the four consecutive elements
-// 4i … 4i + 3, whose codes are one 4- (or 2-) byte load. Staged K rows have their 16-byte
-// chunks swizzled (cache_rows.cuh), so the 8 rows of a fragment load hit distinct banks.
+// 4i … 4i + 3, whose codes are one 4- (or 2-) byte load. Staged K rows lie 16 bytes more than a
+// row apart (decode_shape.h), so the 8 rows of a fragment load hit distinct banks.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -139,7 +139,6 @@ class TileScorer {
     const int i = lane_ % 4;
 #pragma unroll
     for (int block = 0; block < T / 16; ++block) {
-      // Rows g and g + 8 share r mod 8 = g, so one swizzle serves both.
       const unsigned char* row = stage + kShape.stage_k + (block * 16 + group) * kShape.k_pitch;
       float chains[2][4] = {};
 #pragma unroll
@@ -168,9 +167,9 @@ class TileScorer {
     if constexpr (kTile == KTile::f16) {
       // Bytes 4i of chunks 2·step and 2·step + 1 of the warp's quarter (2 bytes an element).
       const int first_chunk = warp_ * kQuarter * 2 / 16;
-      const unsigned char* low = row + 16 * swizzled_chunk(first_chunk + 2 * step, group) + 4 * i;
+      const unsigned char* low = row + 16 * (first_chunk + 2 * step) + 4 * i;
       const unsigned char* high =
-          row + 16 * swizzled_chunk(first_chunk + 2 * step + 1, group) + 4 * i;
+          row + 16 * (first_chunk + 2 * step + 1) + 4 * i;
       a[0][0] = *reinterpret_cast<const unsigned*>(low);
       a[0][1] = *reinterpret_cast<const unsigned*>(low + pitch8);
       a[0][2] = *reinterpret_cast<const unsigned*>(high);
@@ -179,7 +178,7 @@ class TileScorer {
     } else if constexpr (kTile == KTile::fp8) {
       // Bytes 4i … 4i + 3 of chunk `step` of the quarter: elements 4i … 4i + 3.
       const int chunk = warp_ * kQuarter / 16 + step;
-      const unsigned char* at = row + 16 * swizzled_chunk(chunk, group) + 4 * i;
+      const unsigned char* at = row + 16 * chunk + 4 * i;
       const unsigned upper = *reinterpret_cast<const unsigned*>(at);
       const unsigned lower = *reinterpret_cast<const unsigned*>(at + pitch8);
       a[0][0] = e4m3x2_to_f16x2(upper);
@@ -192,7 +191,7 @@ class TileScorer {
       static_assert(kBits == 8 || kBits == 4, "TQ K of 4 or 8 bits");
       // The codes of elements 4i … 4i + 3: 4 bytes (8-bit) or 2 (4-bit).
       const int byte = (warp_ * kQuarter + step * 16) * kBits / 8 + 4 * i * kBits / 8;
-      const unsigned char* at = row + 16 * swizzled_chunk(byte / 16, group) + byte % 16;
+      const unsigned char* at = row + byte;
       unsigned codes[2];
       if constexpr (kBits == 8) {
         codes[0] = *reinterpret_cast<const unsigned*>(at);

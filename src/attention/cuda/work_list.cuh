@@ -65,7 +65,9 @@ struct RunPart {
 // Describes part `part` of run `run`. A run whose rows disagree on the slot, or name an index
 // the cache cannot hold, is invalid (its rows become NaN: only possible while a graph replays,
 // since the host checks indices otherwise).
-__device__ __forceinline__ RunPart describe_part(const DecodeParams& p, int run, int part) {
+// Not inlined: called once per part, it would otherwise lend its registers' pressure to the
+// loops that call it.
+static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int run, int part) {
   RunPart r{};
   r.run = run;
   r.part = part;

@@ -2,6 +2,8 @@
 // through shared-memory pipelines (decode attention, the tensor-core Q8_0 matvec).
 #pragma once
 
+#include <cstdint>
+
 #include "common/cuda/shared_address.cuh"
 
 namespace turbodecode::cuda {
@@ -22,6 +24,17 @@ __device__ __forceinline__ void copy_async_4(void* shared, const void* global, b
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global),
                "r"(source_bytes)
                : "memory");
+}
+
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) by the tensor memory accelerator
+// in one instruction (cp.async.bulk, sm_90+), counted as transaction bytes against `barrier`
+// (mbarrier_expect_bytes).
+__device__ __forceinline__ void copy_bulk(void* shared, const void* global, unsigned bytes,
+                                          std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+      ::"r"(shared_address(shared)), "l"(global), "r"(bytes), "r"(shared_address(barrier))
+      : "memory");
 }
 
 __device__ __forceinline__ void commit_copies() {

@@ -34,6 +34,15 @@ __device__ __forceinline__ void mbarrier_arrive_after_copies(std::uint64_t* barr
       : "memory");
 }
 
+// Adds `bytes` to the transaction bytes the current phase waits for (bulk copies complete
+// them, copy_bulk), without arriving; before any of those copies is issued.
+__device__ __forceinline__ void mbarrier_expect_bytes(std::uint64_t* barrier, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(
+                   shared_address(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
 // Waits (acquire) until the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(std::uint64_t* barrier, unsigned parity) {
   const unsigned address = shared_address(barrier);
