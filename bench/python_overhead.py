@@ -62,7 +62,7 @@ def decode_problem(device: str, length: int, head_dim: int, n_heads: int, n_kv_h
     slots = torch.zeros(1, dtype=torch.int32, device=device)
     seq_pos = torch.full((1,), length - 1, dtype=torch.int32, device=device)
     out = torch.empty(1, n_heads, head_dim, device=device)
-    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=device)
+    workspace = torch.zeros(plan.workspace_bytes, dtype=torch.uint8, device=device)
     args = (plan.key, cache.k, cache.k_norms, cache.v, cache.v_norms, None, q, slots, seq_pos,
             out, None, workspace)
     paths = {

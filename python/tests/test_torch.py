@@ -110,7 +110,7 @@ def opcheck_arguments(rng, device):
                       x, x, slots, torch.tensor([40, 40], dtype=torch.int32, device=device)),
         "run_decode": (plan.key, cache.k, cache.k_norms, cache.v, cache.v_norms, None, q, slots,
                        positions, empty(2, 4, 256, device=device), None,
-                       empty(plan.workspace_bytes, dtype=torch.uint8, device=device)),
+                       torch.zeros(plan.workspace_bytes, dtype=torch.uint8, device=device)),
         "encode_rows": (256, "tq8", 1.0, rows, empty(4, codec.row_bytes, dtype=torch.uint8,
                                                         device=device),
                         empty(4, 1, device=device)),
@@ -163,7 +163,7 @@ def test_cuda_graph_replays_with_new_positions_and_tokens(rng):
     plan = td.plan_decode(case.config, case.options, 2)
     q, slots, positions = to_torch("cuda", *case.queries(rng, [0, 1], [40, 40]))
     k, v = torch.zeros(2, 2, 256, device="cuda"), torch.zeros(2, 2, 256, device="cuda")
-    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
+    workspace = torch.zeros(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
     out = torch.empty(2, 4, 256, device="cuda")
 
     def step(target):

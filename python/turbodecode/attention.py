@@ -96,7 +96,8 @@ def run_decode(plan: DecodePlan, cache: KvCache, q: Any, slot_ids: Any, seq_pos:
     appended; n a multiple of query_tokens, at most plan.max_queries); out [n, n_heads, D]
     float32; lse (optional) [n, n_heads] float32: the natural log of Σ exp(score) over the
     row's visible positions, −inf for a row that sees nothing; workspace uint8
-    [>= plan.workspace_bytes]. Everything on the cache's device. Outputs not given are
+    [>= plan.workspace_bytes], zero-filled before its first run (the CUDA backend keeps
+    completion counters there, which every run leaves at zero again: reuse it). Everything on the cache's device. Outputs not given are
     allocated like ``q`` (lse only when given). Index values are checked on the host before
     launch, except while a CUDA graph is being captured (attention.h).
     """
@@ -106,7 +107,7 @@ def run_decode(plan: DecodePlan, cache: KvCache, q: Any, slot_ids: Any, seq_pos:
         rows = _arrays.shape(q, "q")[0]
         out = _arrays.empty(q, (rows, plan.options.n_heads, plan.cache.head_dim), "float32")
     if workspace is None:
-        workspace = _arrays.empty(q, (plan.workspace_bytes,), "uint8")
+        workspace = _arrays.zeros(q, (plan.workspace_bytes,), "uint8")
     _arrays.call(
         "run_decode", q, plan.key, cache.k, cache.k_norms, cache.v, cache.v_norms,
         cache.block_table, q, slot_ids, seq_pos, out, lse, workspace,
