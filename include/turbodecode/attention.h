@@ -41,7 +41,8 @@ struct DecodePlan {
 };
 
 // Validates the cache configuration and options, picks the split policy for the cache's
-// device and sizes the workspace for up to `max_queries` query rows per run.
+// device and sizes the workspace for up to `max_queries` query rows per run
+// (max_queries · n_heads at most 2^24).
 DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries);
 

@@ -26,7 +26,8 @@ struct KvCacheConfig {
   Device device = Device::cpu;
 };
 
-// Throws InvalidArgument naming the first field that breaks a rule.
+// Throws InvalidArgument naming the first field that breaks a rule. Limits: slots and
+// capacity below 2^31 (slot ids and positions are i32), the whole storage at most 2^48 bytes.
 void validate_config(const KvCacheConfig& config);
 // Bytes one position of one KV head occupies (K + V + norms).
 std::int64_t bytes_per_position(const KvCacheConfig& config);

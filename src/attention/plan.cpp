@@ -18,6 +18,9 @@ namespace {
 // Upper bound of fixed_splits: far beyond any useful split count, low enough that the
 // workspace a plan asks for stays sane.
 constexpr int kMaxFixedSplits = 1024;
+// Query head rows one run may hold: keeps the workspace size within int64 for every split
+// count and head dim.
+constexpr std::int64_t kMaxQueryRows = std::int64_t{1} << 24;
 
 // CPU policy (choice): a split covers at least 512 positions, and a long query is cut into
 // 16 splits, enough work items for a many-core host even at batch 1 with few KV heads. The
@@ -52,6 +55,8 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
             "options.fixed_splits",
             "must be in [0, " + std::to_string(kMaxFixedSplits) + "] (0 means automatic)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
+  check_arg(product_at_most({max_queries, options.n_heads}, kMaxQueryRows), "max_queries",
+            "times options.n_heads must be at most 2^24 (query head rows of one run)");
 }
 
 attention::SplitPolicy cpu_split_policy(const DecodeOptions& options) {

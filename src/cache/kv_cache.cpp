@@ -26,6 +26,14 @@ std::int64_t align_up(std::int64_t bytes) {
   return (bytes + kPartAlignmentBytes - 1) / kPartAlignmentBytes * kPartAlignmentBytes;
 }
 
+// Far beyond any device; keeps every size computed from a configuration within int64.
+constexpr std::int64_t kMaxStorageBytes = std::int64_t{1} << 48;
+
+std::int64_t position_bytes(const KvCacheConfig& c) {
+  return row_bytes(c.k_format, c.head_dim) + norm_bytes(c.k_format, c.head_dim) +
+         row_bytes(c.v_format, c.head_dim) + norm_bytes(c.v_format, c.head_dim);
+}
+
 // Byte offsets of the four parts of a cache's storage, and its total size.
 struct StorageLayout {
   std::int64_t k = 0, k_norms = 0, v = 0, v_norms = 0, total = 0;
@@ -78,16 +86,19 @@ void validate_config(const KvCacheConfig& config) {
   check_arg(is_known_format(config.v_format), "v_format", "is not a known row format");
   check_arg(std::isfinite(config.scale_factor_d512) && config.scale_factor_d512 > 0.0f,
             "scale_factor_d512", "must be finite and positive");
-  // Positions are i32, so a linear cache can never use rows beyond that range.
+  // Positions and slot ids are i32, so a cache can never use rows or slots beyond that range.
   check_arg(config.capacity <= INT32_MAX, "capacity", "must fit in a 32-bit position");
+  check_arg(config.slots <= INT32_MAX, "slots", "must fit in a 32-bit slot id");
+  check_arg(
+      product_at_most({config.slots, config.n_kv_heads, config.capacity, position_bytes(config)},
+                      kMaxStorageBytes),
+      "capacity", "slots x n_kv_heads x capacity x bytes per position must be at most 2^48");
   check_backend(config.device);
 }
 
 std::int64_t bytes_per_position(const KvCacheConfig& config) {
   validate_config(config);
-  return row_bytes(config.k_format, config.head_dim) +
-         norm_bytes(config.k_format, config.head_dim) +
-         row_bytes(config.v_format, config.head_dim) + norm_bytes(config.v_format, config.head_dim);
+  return position_bytes(config);
 }
 
 KvCache::KvCache(const KvCacheConfig& config) {
