@@ -134,7 +134,7 @@ NamedTensors parse_safetensors(std::span<const std::byte> file, const std::files
   Json header;
   try {
     header = Json::parse(header_text, header_text + header_bytes);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {  // parse_error, and out_of_range for huge numbers
     throw InvalidArgument(path.string(),
                           std::string("bad safetensors JSON header: ") + error.what());
   }
