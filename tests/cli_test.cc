@@ -4,71 +4,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
+#include "cli_runner.h"
 #include "common/f16.h"
 #include "reference/attention_oracle.h"
-#include "test_support.h"
 #include "turbodecode/io.h"
 
 namespace turbodecode {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// The CLI sits in the build tree's root, one level above this test executable.
-fs::path cli_path() {
-  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "turbodecode";
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!fs::exists(cli_path())) GTEST_SKIP() << "CLI not built at " << cli_path();
-    seed_ = testing::fresh_seed();
-    dir_ = fs::temp_directory_path() / ("turbodecode_cli_test_" + std::to_string(seed_));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  CommandResult run(const std::string& arguments) const {
-    const fs::path err_file = dir_ / "stderr.txt";
-    const std::string command = cli_path().string() + " " + arguments + " 2>" + err_file.string();
-    CommandResult result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (!pipe) return result;
-    char chunk[4096];
-    for (std::size_t n; (n = fread(chunk, 1, sizeof chunk, pipe)) > 0;) result.out.append(chunk, n);
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    FILE* err = std::fopen(err_file.c_str(), "r");
-    for (std::size_t n; err && (n = fread(chunk, 1, sizeof chunk, err)) > 0;)
-      result.err.append(chunk, n);
-    if (err) std::fclose(err);
-    return result;
-  }
-
-  static nlohmann::json parse_json(const CommandResult& result) {
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    return nlohmann::json::parse(result.out);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::uint64_t seed_ = 0;
-  fs::path dir_;
-};
+class Cli : public testing::CliFixture {};
 
 HostTensor f32_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
   return HostTensor::copy_of(values.data(), DType::f32, std::move(shape));
@@ -191,7 +138,7 @@ TEST_F(Cli, AttentionRunsWriteTheLseOfEachRow) {
     }
   }
 
-  const CommandResult ragged = run(inputs + " --query-tokens 2");
+  const testing::CommandResult ragged = run(inputs + " --query-tokens 2");
   EXPECT_NE(ragged.exit_code, 0);
   EXPECT_NE(ragged.err.find("--query-tokens"), std::string::npos) << ragged.err;
 }
@@ -233,7 +180,7 @@ TEST_F(Cli, BadInputsFailWithClearMessages) {
   std::FILE* file = std::fopen(path("bad.npy").c_str(), "wb");
   std::fputs("\x93NUMPY\x01\x00\x10\x00{'descr': '<f8'", file);
   std::fclose(file);
-  CommandResult result = run("encode " + path("bad.npy"));
+  testing::CommandResult result = run("encode " + path("bad.npy"));
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("bad.npy"), std::string::npos) << result.err;
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "common/f16.h"
 #include "common/thread_pool.h"
@@ -59,7 +60,9 @@ void quantize_q8_0(const TensorView& src, const TensorView& dst) {
   check_rows(src, "src", Device::cpu, DType::f32, {kAnyExtent, kAnyExtent});
   const std::int64_t rows = src.shape[0];
   const std::int64_t cols = src.shape[1];
-  check_arg(cols % kQ8BlockValues == 0, "src", "width must be a multiple of 32");
+  check_arg(
+      cols > 0 && cols % kQ8BlockValues == 0, "src",
+      "width must be a positive multiple of 32 (whole Q8_0 blocks), is " + std::to_string(cols));
   check_rows(dst, "dst", Device::cpu, DType::u8, {rows, q8_row_bytes(cols)});
   check_disjoint(src, "src", dst, "dst");
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -76,7 +79,9 @@ void quantize_q8_0(const TensorView& src, const TensorView& dst) {
       const float inv = d > 0.0f ? 1.0f / d : 0.0f;
       for (int j = 0; j < kQ8BlockValues; ++j) {
         const float q = std::clamp(std::nearbyint(xb[j] * inv), -127.0f, 127.0f);
-        block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+        // NaN (a NaN weight, or an infinite one scaled by 1/inf) has no integer code: 0, with
+        // the block's scale left to carry the Inf.
+        block[2 + j] = std::isnan(q) ? 0 : static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
       }
     }
   }
