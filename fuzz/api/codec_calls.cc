@@ -9,12 +9,13 @@ void fuzz_codec_call(FuzzedDataProvider& data) {
   CodecParams params;
   const int dim_choice = pick(data, 0, 1, {100, -256, 257, 1 << 30});
   params.head_dim = dim_choice == 0 ? 256 : dim_choice == 1 ? 512 : dim_choice;
-  params.format = static_cast<RowFormat>(pick(data, 1, 4, {0, 5, 200}));
+  // The quantized formats (fp8 … tq8), now and then f16 or no format at all.
+  params.format = static_cast<RowFormat>(pick(data, 1, 6, {0, 7, 200}));
   params.scale_factor_d512 = pick_float(data, {1.0f, 0.5f, 3.0f});
   const int dim = static_cast<int>(sane(params.head_dim, 256, 512));
   const std::int64_t rows = pick<std::int64_t>(data, 0, 3, {-1});
   const std::int64_t row_bytes_of = turbodecode::row_bytes(params.format, dim);
-  const int npp = norms_per_row(dim);
+  const int npp = row_scales(params.format, dim);
   Operands ops(data);
   switch (data.ConsumeIntegralInRange(0, 2)) {
     case 0: {

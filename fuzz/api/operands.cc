@@ -188,13 +188,17 @@ Operands::Breakage Operands::mutate(TensorView& view) {
 
 void Operands::fill_i32(const TensorView& view, const std::vector<std::int32_t>& values) {
   // Only into memory the view owns: a view too large for memory was given none.
-  if (!view.present() || view.dtype != DType::i32 || view.rank != 1 || span_of(view) <= 0 ||
-      reinterpret_cast<std::uintptr_t>(view.data) % 4 != 0) {
+  if (!view.present() || view.dtype != DType::i32 || view.rank < 1 || view.rank > 2 ||
+      span_of(view) <= 0 || reinterpret_cast<std::uintptr_t>(view.data) % 4 != 0) {
     return;
   }
-  const std::size_t count = std::min(values.size(), static_cast<std::size_t>(view.shape[0]));
-  for (std::size_t i = 0; i < count; ++i) {
-    view.as<std::int32_t>()[static_cast<std::int64_t>(i) * view.strides[0]] = values[i];
+  const std::int64_t cols = view.rank == 2 ? view.shape[1] : 1;
+  const std::int64_t col_stride = view.rank == 2 ? view.strides[1] : 0;
+  const std::int64_t count =
+      std::min(static_cast<std::int64_t>(values.size()), view.shape[0] * cols);
+  for (std::int64_t i = 0; i < count; ++i) {
+    view.as<std::int32_t>()[i / cols * view.strides[0] + i % cols * col_stride] =
+        values[static_cast<std::size_t>(i)];
   }
 }
 

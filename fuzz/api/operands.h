@@ -29,7 +29,8 @@ class Operands {
   // with arbitrary bytes. `optional`: the fuzzer may also pass the view absent.
   TensorView add(Role role, DType dtype, std::initializer_list<std::int64_t> shape,
                  bool optional = false);
-  // Writes `values` into an i32 view's elements (slot ids, positions), where they fit.
+  // Writes `values` into an i32 view's elements in row-major order (slot ids, positions, block
+  // tables: rank 1 or 2), where they fit.
   static void fill_i32(const TensorView& view, const std::vector<std::int32_t>& values);
   // True when an added view could not be given memory (its span is too large); the input is
   // then skipped.
