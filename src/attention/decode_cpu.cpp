@@ -6,25 +6,37 @@
 //   3. One item per output row: merge the splits' states (state.h), normalise, and for TQ V
 //      un-rotate unless the caller asked for the rotated result.
 // Every item's arithmetic depends only on its own query, so results are batch invariant and
-// independent of the thread count.
+// independent of the thread count. The passes are compiled once per Highway target;
+// run_decode_cpu runs the best one the CPU supports.
 #include "attention/decode_cpu.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention/decode_cpu.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "attention/row_simd.h"
+#include "attention/row_accumulate-inl.h"
+#include "attention/row_dots-inl.h"
+#include "attention/row_readers-inl.h"
+#include "attention/score_softmax-inl.h"
 #include "attention/split_policy.h"
 #include "attention/state.h"
 #include "attention/window.h"
 #include "attention/workspace.h"
 #include "common/thread_pool.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
 #include "tq/codec_cpu.h"
 #include "tq/codec_math.h"
 #include "tq/tables.h"
 
-namespace turbodecode::attention {
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::attention::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 namespace {
 
 // Positions scored before their V rows are accumulated: one max/rescale per tile and head.
@@ -57,20 +69,20 @@ class CacheRows {
   void prefetch(std::int64_t slot, std::int64_t head, std::int64_t row) const {
     const std::uint8_t* data = row_address(slot, head, row);
     for (std::int64_t line = 0; line < row_bytes_; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(data + line), _MM_HINT_T0);
+      hwy::Prefetch(data + line);
     }
   }
   int part_length() const { return head_dim_ / parts_; }
 
-  // Calls body(reader) with the simd reader of this side's format (row_simd.h): one format
-  // switch per tile, not per row.
+  // Calls body(reader) with the simd reader of this side's format (row_readers-inl.h): one
+  // format switch per tile, not per row.
   template <class Body>
   void with_reader(const Body& body) const {
     switch (format_) {
       case RowFormat::f16:
         return body(simd::F16Reader{});
       case RowFormat::tq4:
-        return body(simd::CodeReader<4>(codebook_));
+        return body(simd::CodeReader<4>{codebook_});
       case RowFormat::tq5:
         return body(simd::CodeReader<5>{codebook_});
       case RowFormat::tq6:
@@ -170,22 +182,20 @@ template <int Heads, int Rows, class Reader>
 void score_block(const DecodeJob& job, const Reader& reader, const std::uint8_t* const* rows,
                  const float (*scales)[2], int first_head, int t, SplitScratch& scratch) {
   const int part = job.k.part_length();
-  __m128 dots[Rows];
-  for (int r = 0; r < Rows; ++r) dots[r] = _mm_setzero_ps();
+  float dots[Rows * Heads] = {};
   for (int b = 0; b < job.k.parts(); ++b) {
-    __m128 part_dots[Rows];
-    simd::dot_rows<Heads, Rows>(reader, rows, scratch.queries.data() + first_head, b * part, part,
-                                part_dots);
+    float part_dots[Rows * Heads];
+    simd::dot_rows<Heads, Rows>(simd::RowTag(), reader, rows, scratch.queries.data() + first_head,
+                                b * part, part, part_dots);
     for (int r = 0; r < Rows; ++r) {
-      dots[r] = _mm_fmadd_ps(_mm_set1_ps(scales[r][b]), part_dots[r], dots[r]);
+      for (int k = 0; k < Heads; ++k)
+        dots[r * Heads + k] += scales[r][b] * part_dots[r * Heads + k];
     }
   }
   for (int r = 0; r < Rows; ++r) {
-    float values[4];
-    _mm_storeu_ps(values, dots[r]);
     for (int k = 0; k < Heads; ++k) {
       scratch.scores[static_cast<std::size_t>((first_head + k) * kTilePositions + t + r)] =
-          soft_capped(values[k] * job.plan.options.scale, job.plan.options.softcap);
+          soft_capped(dots[r * Heads + k] * job.plan.options.scale, job.plan.options.softcap);
     }
   }
 }
@@ -248,11 +258,11 @@ void update_softmax(const DecodeJob& job, int tile_length, float* const* o_rows,
     float* scores = scratch.scores.data() + static_cast<std::ptrdiff_t>(h) * kTilePositions;
     std::fill(scores + tile_length, scores + kTilePositions, -INFINITY);
     const float m_old = scratch.m[static_cast<std::size_t>(h)];
-    const float tile_max = simd::max(scores, kTilePositions);
+    const float tile_max = simd::max(simd::RowTag(), scores, kTilePositions);
     const float m_new = std::isnan(tile_max) ? tile_max : std::fmax(m_old, tile_max);
     const float correction = merge_weight(m_old, m_new);
-    if (correction != 1.0f) simd::scale(correction, o_rows[h], dim);
-    simd::exp_shifted(scores, m_new, kTilePositions);
+    if (correction != 1.0f) simd::scale(simd::RowTag(), correction, o_rows[h], dim);
+    simd::exp_shifted(simd::RowTag(), scores, m_new, kTilePositions);
     float l = scratch.l[static_cast<std::size_t>(h)] * correction;
     for (int t = 0; t < tile_length; ++t) l += scores[t];
     scratch.m[static_cast<std::size_t>(h)] = m_new;
@@ -271,12 +281,13 @@ void accumulate_part(const DecodeJob& job, const Values& value, int tile_length,
     const int block = job.group - h >= 4 ? 4 : job.group - h >= 2 ? 2 : 1;
     for (int k = 0; k < block; ++k) o[k] = o_rows[h + k] + part_begin;
     const float* block_coefs = coefs + static_cast<std::ptrdiff_t>(h) * kTilePositions;
+    const simd::RowTag d;
     if (block == 4) {
-      simd::accumulate_tile<4, 2>(value, tile_length, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<4, 2>(d, value, tile_length, block_coefs, kTilePositions, o, part);
     } else if (block == 2) {
-      simd::accumulate_tile<2, 4>(value, tile_length, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<2, 4>(d, value, tile_length, block_coefs, kTilePositions, o, part);
     } else {
-      simd::accumulate_tile<1, 4>(value, tile_length, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<1, 4>(d, value, tile_length, block_coefs, kTilePositions, o, part);
     }
     h += block;
   }
@@ -296,6 +307,8 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
   const int part = job.v.part_length();
   const int parts = job.v.parts();
   const int group = job.group;
+  const simd::RowTag d;
+  const int lanes = static_cast<int>(hn::Lanes(d));
   const std::uint8_t* rows[kTilePositions];
   for (int t = 0; t < tile_length; ++t) {
     const std::int64_t row = window.row(window.first + tile_begin + t);
@@ -317,16 +330,16 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
     float* tile = scratch.v_tile.data();
     job.v.with_reader([&](const auto& reader) {
       for (int t = 0; t < tile_length; ++t) {
-        for (int j = 0; j < dim; j += 8) {
-          _mm256_storeu_ps(tile + static_cast<std::ptrdiff_t>(t) * dim + j,
-                           reader.load(rows[t], j));
+        for (int j = 0; j < dim; j += lanes) {
+          hn::StoreU(reader.load(d, rows[t], j), d,
+                     tile + static_cast<std::ptrdiff_t>(t) * dim + j);
         }
       }
     });
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const auto from_tile = [tile, dim, begin](int t, int j) {
-        return _mm256_loadu_ps(tile + static_cast<std::ptrdiff_t>(t) * dim + begin + j);
+      const auto from_tile = [d, tile, dim, begin](int t, int j) {
+        return hn::LoadU(d, tile + static_cast<std::ptrdiff_t>(t) * dim + begin + j);
       };
       accumulate_part(job, from_tile, tile_length, part_coefs(b), o_rows, begin);
     }
@@ -335,11 +348,11 @@ void accumulate_values(const DecodeJob& job, std::int64_t query, int kv_head, co
   job.v.with_reader([&](const auto& reader) {
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const auto direct = [&](int t, int j) { return reader.load(rows[t], begin + j); };
+      const auto direct = [&](int t, int j) { return reader.load(d, rows[t], begin + j); };
       if (group == 8) {
         float* o[8];
         for (int h = 0; h < 8; ++h) o[h] = o_rows[h] + begin;
-        simd::accumulate_tile<8, 1>(direct, tile_length, part_coefs(b), kTilePositions, o, part);
+        simd::accumulate_tile<8, 1>(d, direct, tile_length, part_coefs(b), kTilePositions, o, part);
       } else {
         accumulate_part(job, direct, tile_length, part_coefs(b), o_rows, begin);
       }
@@ -390,9 +403,10 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
   for (int s = 0; s < splits; ++s) {
     const float weight = merge_weight(states[s].m, m);
     l += weight * states[s].l;
-    simd::axpy(weight, job.layout.partial_o(job.workspace, query, head, s), result, dim);
+    simd::axpy(simd::RowTag(), weight, job.layout.partial_o(job.workspace, query, head, s), result,
+               dim);
   }
-  simd::scale(output_scale(l), result, dim);
+  simd::scale(simd::RowTag(), output_scale(l), result, dim);
   if (is_quantized(job.plan.cache.v_format) && !job.plan.options.rotated_output) {
     tq::unrotate_row(dim, result);
   }
@@ -400,6 +414,7 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
 
 }  // namespace
 
+// The per-target body of run_decode_cpu (decode_cpu.h).
 void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                     const TensorView& workspace) {
@@ -454,4 +469,19 @@ void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const Tens
   });
 }
 
+}  // namespace turbodecode::attention::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace turbodecode::attention {
+
+HWY_EXPORT(run_decode_cpu);
+
+void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                    const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                    const TensorView& workspace) {
+  HWY_DYNAMIC_DISPATCH(run_decode_cpu)(plan, cache, q, slot_ids, seq_pos, out, workspace);
+}
+
 }  // namespace turbodecode::attention
+#endif  // HWY_ONCE
