@@ -166,7 +166,7 @@ std::vector<MatrixCase> matrix_cases() {
           c.head_dim = pick(std::array{256, 512});
           c.k_format = pick(std::array{RowFormat::f16, RowFormat::f16, RowFormat::tq8,
                                        RowFormat::tq4, RowFormat::tq5, RowFormat::tq6});
-          c.group = pick(std::array{1, 2, 8});
+          c.group = pick(std::array{1, 2, 4, 8, 16});
           c.n_kv_heads = pick(std::array{1, 2});
           c.softcap = design() % 2;
           c.rotated_output = design() % 2;
@@ -190,53 +190,68 @@ std::vector<MatrixCase> matrix_cases() {
   return cases;
 }
 
+// Runs one case of the matrix on fresh data; returns the worst relative L2 error of its rows.
+double check_matrix_case(const MatrixCase& mc) {
+  double worst = 0.0;
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(mc.describe() + " seed=" + std::to_string(seed));
+  const bool ring = mc.visibility >= Visibility::ring_unwrapped;
+  KvCacheConfig config{static_cast<std::int64_t>(mc.positions.size()),
+                       mc.n_kv_heads,
+                       mc.capacity,
+                       mc.head_dim,
+                       ring ? LayerKind::ring : LayerKind::linear,
+                       mc.k_format,
+                       mc.v_format,
+                       mc.scale_factor_d512,
+                       Device::cpu};
+  KvCache cache(config);
+  fill_random(cache.view(), seed);
+  DecodeOptions options;
+  options.n_heads = mc.group * mc.n_kv_heads;
+  options.mask = mc.visibility == Visibility::causal           ? MaskKind::causal
+                 : mc.visibility == Visibility::sliding_linear ? MaskKind::sliding_linear
+                                                               : MaskKind::sliding_ring;
+  options.sliding_window = mc.window;
+  options.softcap = mc.softcap ? 2.5f : 0.0f;
+  options.scale = mc.scale;
+  options.rotated_output = mc.rotated_output;
+  options.fixed_splits = mc.fixed_splits;
+  const DecodePlan plan = plan_decode(config, options, 4);
+  std::vector<std::int32_t> slots(mc.positions.size());
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    slots[i] = static_cast<std::int32_t>(slots.size() - 1 - i);
+  const DecodeCall call(plan, slots, mc.positions, seed + 1, mc.row_padding);
+  call.run(plan, cache.view());
+  const std::vector<double> expected =
+      oracle::decode_attention(cache.view(), options, call.q_values, slots, mc.positions);
+  const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
+  for (std::int64_t i = 0; i < call.n; ++i) {
+    const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
+                                   expected.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
+    const double error = testing::relative_l2(call.output(i), want);
+    EXPECT_LE(error, 2e-3) << "query " << i;
+    worst = std::max(worst, error);
+  }
+  return worst;
+}
+
 TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
   const std::vector<MatrixCase> cases = matrix_cases();
   double worst = 0.0;
-  for (const MatrixCase& mc : cases) {
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE(mc.describe() + " seed=" + std::to_string(seed));
-    const bool ring = mc.visibility >= Visibility::ring_unwrapped;
-    KvCacheConfig config{static_cast<std::int64_t>(mc.positions.size()),
-                         mc.n_kv_heads,
-                         mc.capacity,
-                         mc.head_dim,
-                         ring ? LayerKind::ring : LayerKind::linear,
-                         mc.k_format,
-                         mc.v_format,
-                         mc.scale_factor_d512,
-                         Device::cpu};
-    KvCache cache(config);
-    fill_random(cache.view(), seed);
-    DecodeOptions options;
-    options.n_heads = mc.group * mc.n_kv_heads;
-    options.mask = mc.visibility == Visibility::causal           ? MaskKind::causal
-                   : mc.visibility == Visibility::sliding_linear ? MaskKind::sliding_linear
-                                                                 : MaskKind::sliding_ring;
-    options.sliding_window = mc.window;
-    options.softcap = mc.softcap ? 2.5f : 0.0f;
-    options.scale = mc.scale;
-    options.rotated_output = mc.rotated_output;
-    options.fixed_splits = mc.fixed_splits;
-    const DecodePlan plan = plan_decode(config, options, 4);
-    std::vector<std::int32_t> slots(mc.positions.size());
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      slots[i] = static_cast<std::int32_t>(slots.size() - 1 - i);
-    const DecodeCall call(plan, slots, mc.positions, seed + 1, mc.row_padding);
-    call.run(plan, cache.view());
-    const std::vector<double> expected =
-        oracle::decode_attention(cache.view(), options, call.q_values, slots, mc.positions);
-    const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
-    for (std::int64_t i = 0; i < call.n; ++i) {
-      const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
-                                     expected.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
-      const double error = testing::relative_l2(call.output(i), want);
-      EXPECT_LE(error, 2e-3) << "query " << i;
-      worst = std::max(worst, error);
-    }
-  }
+  for (const MatrixCase& mc : cases) worst = std::max(worst, check_matrix_case(mc));
   std::printf("[ matrix ] %zu cases, %zu query rows, worst relative L2 %.3g\n", cases.size(),
               cases.size() * 3, worst);
+}
+
+// The CPU backend dispatches to the best SIMD target at run time; every other target it has
+// for this CPU runs every seventh case of the matrix (all formats, head dims and group sizes
+// appear among them).
+TEST(DecodeAttention, MatchesOracleOnEverySimdTarget) {
+  const std::vector<MatrixCase> cases = matrix_cases();
+  testing::for_each_simd_target([&] {
+    for (std::size_t i = 0; i < cases.size(); i += 7) check_matrix_case(cases[i]);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
