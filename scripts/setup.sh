@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build dependencies (Debian packages) when any is missing. Idempotent.
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev python3)
+packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libhwy-dev python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
