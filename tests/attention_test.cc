@@ -285,13 +285,26 @@ void expect_rejected(const std::string& argument, Call&& call) {
   }
 }
 
-TEST(DecodeAttention, PlanRejectsBadOptions) {
-  const KvCacheConfig linear{
+// Two small caches (linear, ring) and options a plan accepts for both masks' defaults.
+struct PlanInputs {
+  KvCacheConfig linear{
       2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
-  KvCacheConfig ring = linear;
-  ring.kind = LayerKind::ring;
-  DecodeOptions good;
-  good.n_heads = 4;
+  KvCacheConfig ring = with_kind(linear, LayerKind::ring);
+  DecodeOptions good = with_heads(4);
+
+  static KvCacheConfig with_kind(KvCacheConfig config, LayerKind kind) {
+    config.kind = kind;
+    return config;
+  }
+  static DecodeOptions with_heads(int n_heads) {
+    DecodeOptions options;
+    options.n_heads = n_heads;
+    return options;
+  }
+};
+
+TEST(DecodeAttention, PlanRejectsBadOptions) {
+  const auto [linear, ring, good] = PlanInputs();
   const auto with = [&](auto change) {
     DecodeOptions o = good;
     change(o);
@@ -389,12 +402,7 @@ TEST(DecodeAttention, RunRejectsBadInputsAndWritesNothing) {
 }
 
 TEST(DecodeAttention, PlanRejectsBadRunsAndChunks) {
-  const KvCacheConfig linear{
-      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
-  KvCacheConfig ring = linear;
-  ring.kind = LayerKind::ring;
-  DecodeOptions good;
-  good.n_heads = 4;
+  const auto [linear, ring, good] = PlanInputs();
   DecodeOptions ring_draft = good;
   ring_draft.mask = MaskKind::sliding_ring;
   ring_draft.sliding_window = 126;
