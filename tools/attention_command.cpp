@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ struct AttentionOptions {
   float scale_factor_d512 = 1.0f;
   bool rotated_output = false;
   int query_tokens = 1;
+  int page_size = 0;
   std::string output;
   std::string lse;
 };
@@ -163,8 +166,31 @@ KvCacheConfig cache_config(const AttentionOptions& options, const StepInputs& in
   config.v_format = parse_format(options.v_format);
   config.scale_factor_d512 = options.scale_factor_d512;
   config.device = global_options().device;
+  if (options.page_size > 0) {
+    config.page_size = options.page_size;
+    config.pages = config.slots * pages_per_slot(config);
+  }
   return config;
 }
+
+// The step's cache: contiguous, or paged through a block table that hands every slot its pages
+// in a random order (seeded by --seed).
+class StepCache {
+ public:
+  explicit StepCache(const KvCacheConfig& config) : storage_(config) {
+    if (config.page_size == 0) return;
+    std::vector<std::int32_t> pages(static_cast<std::size_t>(config.pages));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937_64(global_options().seed));
+    table_.emplace(config.device, DType::i32,
+                   std::vector<std::int64_t>{config.slots, pages_per_slot(config)}, pages);
+  }
+  KvCacheView view() const { return table_ ? storage_.view(table_->view()) : storage_.view(); }
+
+ private:
+  KvCache storage_;
+  std::optional<DeviceTensor> table_;
+};
 
 // A cache row of one slot, and which appended token wrote each row last.
 using CacheRow = std::pair<std::int64_t, std::int64_t>;
@@ -176,8 +202,8 @@ std::int64_t row_of(const KvCacheConfig& config, std::int64_t position) {
 
 // Appends every token in file order, cutting a new batch wherever a (slot, row) would repeat
 // (one call may not write a row twice). Returns, per (slot, row), the token that wrote it last.
-RowOwners append_all(const KvCache& cache, const StepInputs& in) {
-  const KvCacheConfig& config = cache.config();
+RowOwners append_all(const KvCacheView& cache, const StepInputs& in) {
+  const KvCacheConfig& config = cache.config;
   const Device device = config.device;
   const DeviceTensor k(device, in.k), v(device, in.v);
   const DeviceTensor slots(device, DType::i32, {in.tokens}, in.kv_slot);
@@ -188,7 +214,7 @@ RowOwners append_all(const KvCache& cache, const StepInputs& in) {
   const auto flush = [&](std::int64_t end) {
     if (end == batch_start) return;
     const std::int64_t count = end - batch_start;
-    append_kv(cache.view(), k.rows(batch_start, count), v.rows(batch_start, count),
+    append_kv(cache, k.rows(batch_start, count), v.rows(batch_start, count),
               slots.rows(batch_start, count), positions.rows(batch_start, count));
     batch_start = end;
     in_batch.clear();
@@ -231,6 +257,7 @@ std::optional<std::vector<double>> exact_for_query(const StepInputs& in,
 }
 
 struct StepResult {
+  KvCacheConfig cache;        // the cache the step ran on
   std::vector<float> out;     // as run_decode returned it
   std::vector<float> lse;     // [n, n_heads], when asked for
   std::vector<double> exact;  // [n, n_heads, D], when every query has an exact reference
@@ -249,8 +276,8 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   options.query_tokens = cli.query_tokens;
   const DecodePlan plan = plan_decode(config, options, in.n);
 
-  const KvCache cache(config);
-  const RowOwners owners = append_all(cache, in);
+  const StepCache cache(config);
+  const RowOwners owners = append_all(cache.view(), in);
   const DeviceTensor q(config.device, DType::f32, {in.n, in.n_heads, in.head_dim}, in.q_values);
   const DeviceTensor slots(config.device, DType::i32, {in.n}, in.q_slot);
   const DeviceTensor positions(config.device, DType::i32, {in.n}, in.q_pos);
@@ -265,7 +292,8 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
              lse ? lse->view() : TensorView{}, workspace.view());
   synchronize();
 
-  StepResult result{out.to_host_values<float>(),
+  StepResult result{config,
+                    out.to_host_values<float>(),
                     lse ? lse->to_host_values<float>() : std::vector<float>{},
                     {},
                     {}};
@@ -304,6 +332,9 @@ void report(const AttentionOptions& cli, const StepInputs& in, const StepResult&
                                    {"v_format", cli.v_format},
                                    {"layer", cli.layer},
                                    {"query_tokens", cli.query_tokens},
+                                   {"capacity", result.cache.capacity},
+                                   {"page_size", result.cache.page_size},
+                                   {"pages", result.cache.pages},
                                    {"output", cli.output}};
     if (has_exact) {
       json["cosine_mean"] = result.fidelity.mean_cosine();
@@ -411,6 +442,12 @@ void add_layer_flags(CLI::App& command, AttentionOptions& options) {
       ->capture_default_str();
   command.add_flag("--rotated-output", options.rotated_output,
                    "Return R_D(o) for TQ V (stats still compare o)");
+  command
+      .add_option("--page-size", options.page_size,
+                  "Rows per page of a paged cache whose block table hands each slot its pages in "
+                  "a random order (0: contiguous)")
+      ->check(CLI::IsMember({0, 16, 32, 64, 128}))
+      ->capture_default_str();
   command
       .add_option("--query-tokens", options.query_tokens,
                   "Query rows per slot and call: q holds runs of this many rows, each one "
