@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "tq/codec_math.h"
@@ -36,6 +37,22 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_packed_codes(D d, const std::uint
 
 #else
 
+// The little-endian integer of Bytes (3, 5 or 6) bytes, built in a register from whole loads:
+// a narrow memcpy into a stack integer would make its vector broadcast wait on a failed store
+// forward.
+template <int Bytes>
+HWY_INLINE std::uint64_t little_endian_bytes(const std::uint8_t* p) {
+  static_assert(Bytes == 3 || Bytes == 5 || Bytes == 6);
+  constexpr int kLow = Bytes == 3 ? 2 : 4;
+  using Low = std::conditional_t<kLow == 2, std::uint16_t, std::uint32_t>;
+  using High = std::conditional_t<Bytes - kLow == 2, std::uint16_t, std::uint8_t>;
+  Low low;
+  High high;
+  std::memcpy(&low, p, sizeof low);
+  std::memcpy(&high, p + kLow, sizeof high);
+  return std::uint64_t{low} | std::uint64_t{high} << (8 * kLow);
+}
+
 // Codes first … first + Lanes(d64) − 1 of a 3-, 5- or 6-bit row, one per 64-bit lane, all of
 // one group (SPEC §1.5: a little-endian bit stream in which each group of eight codes fills
 // Bits bytes): the group's Bits bytes, and no byte beyond them, read as one integer,
@@ -44,8 +61,7 @@ template <int Bits, class D64>
 HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first) {
   alignas(64) static constexpr std::uint64_t kShifts[8] = {0,        Bits,     2 * Bits, 3 * Bits,
                                                            4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits};
-  std::uint64_t group = 0;
-  std::memcpy(&group, row + first / 8 * Bits, Bits);
+  const std::uint64_t group = little_endian_bytes<Bits>(row + first / 8 * Bits);
   return hn::And(hn::Set(d64, group) >> hn::LoadU(d64, kShifts + first % 8),
                  hn::Set(d64, (std::uint64_t{1} << Bits) - 1));
 }
@@ -91,10 +107,11 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* ro
 }
 
 // codebook[codes] for a codebook of 2^Bits entries. A codebook of at most two vectors of
-// fixed width (4-bit codes from AVX2 up, 5-bit codes with AVX-512) stays in registers: one
-// or two permutes and a select on the code's next bit, which leaves the load ports to the rows
-// themselves. Larger codebooks are gathered: with four registers, 5-bit codes on AVX2 measure
-// slower than the gather (docs/cpu-attention-bench.md).
+// fixed width (3- and 4-bit codes from AVX2 up, 5-bit codes with AVX-512) stays in registers:
+// one or two permutes and a select on the code's next bit, which leaves the load ports to the
+// rows themselves; one shorter than a vector is loaded masked, never read past its end. Larger
+// codebooks are gathered: with four registers, 5-bit codes on AVX2 measure slower than the gather
+// (docs/cpu-attention-bench.md).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
                                    hn::Vec<hn::RebindToSigned<D>> codes) {
@@ -102,7 +119,10 @@ HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
   if constexpr (HWY_HAVE_SCALABLE || kLanes < 8 || kEntries > 2 * kLanes) {
     return hn::GatherIndex(d, codebook, codes);
-  } else if constexpr (kEntries <= kLanes) {
+  } else if constexpr (kEntries < kLanes) {  // 3-bit codes with AVX-512: 8 entries, 16 lanes
+    const auto table = hn::MaskedLoad(hn::FirstN(d, kEntries), d, codebook);
+    return hn::TableLookupLanes(table, hn::IndicesFromVec(d, codes));
+  } else if constexpr (kEntries == kLanes) {
     return hn::TableLookupLanes(hn::LoadU(d, codebook), hn::IndicesFromVec(d, codes));
   } else {
     const hn::RebindToSigned<D> di;
