@@ -1,10 +1,13 @@
 // Quantize-on-append benchmark: append_kv of a batch of tokens (one per sequence, as a decode
-// step appends them) for every KV head, eager and in CUDA-graph replay. Bytes counted: the k
-// and v inputs and index arrays read, the K rows, V rows and V norms written. Beside it, the
+// step appends them) for every KV head, eager and in CUDA-graph replay, into a contiguous or a
+// paged cache (pages in shuffled order). Bytes counted: the k and v inputs, index arrays and
+// block table entries read, the K rows, V rows and V side values written. Beside it, the
 // bandwidth kernel reading as many bytes in the same graph setting.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,7 @@ struct AppendCase {
   RowFormat v_format;
   DType input;
   std::int64_t tokens;
+  int page_size = 0;  // 0: contiguous
 };
 
 inline std::vector<AppendCase> append_cases(bool quick) {
@@ -32,17 +36,28 @@ inline std::vector<AppendCase> append_cases(bool quick) {
       {2, 512, RowFormat::tq8, DType::bf16, 64}, {2, 512, RowFormat::f16, DType::bf16, 64},
   };
   if (quick) cases.resize(2);
+  // The same decode step into pages of 16: paging adds one block table load per row.
+  cases.push_back({8, 256, RowFormat::tq8, DType::bf16, 64, 16});
+  if (!quick) {
+    cases.push_back({8, 256, RowFormat::fp8, DType::bf16, 64});
+    cases.push_back({8, 256, RowFormat::tq5, DType::bf16, 64});
+    cases.push_back({8, 256, RowFormat::tq3, DType::bf16, 64, 16});
+  }
   // Prefill-sized batches show the kernel's throughput once launch latency no longer dominates.
-  cases.push_back({8, 256, RowFormat::tq8, DType::bf16, quick ? 1024 : 8192});
-  cases.push_back({2, 512, RowFormat::tq8, DType::bf16, quick ? 1024 : 8192});
+  const std::int64_t prefill = quick ? 1024 : 8192;
+  cases.push_back({8, 256, RowFormat::tq8, DType::bf16, prefill});
+  cases.push_back({8, 256, RowFormat::tq8, DType::bf16, prefill, 16});
+  cases.push_back({2, 512, RowFormat::tq8, DType::bf16, prefill});
+  cases.push_back({2, 512, RowFormat::tq8, DType::bf16, prefill, 16});
   return cases;
 }
 
 inline std::int64_t append_bytes(const AppendCase& c) {
   const std::int64_t rows = c.tokens * c.n_kv_heads;
   const auto in_bytes = static_cast<std::int64_t>(dtype_bytes(c.input));
-  const std::int64_t read = 2 * rows * c.head_dim * in_bytes + 2 * c.tokens * 4;
-  const std::int64_t v_norms = is_quantized(c.v_format) ? 4 * norms_per_row(c.head_dim) : 0;
+  const std::int64_t table_entries = c.page_size > 0 ? c.tokens : 0;
+  const std::int64_t read = 2 * rows * c.head_dim * in_bytes + (2 * c.tokens + table_entries) * 4;
+  const std::int64_t v_norms = 4 * row_scales(c.v_format, c.head_dim);
   const std::int64_t written =
       rows * (row_bytes(RowFormat::f16, c.head_dim) + row_bytes(c.v_format, c.head_dim) + v_norms);
   return read + written;
@@ -65,7 +80,18 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
   config.kind = LayerKind::ring;
   config.v_format = c.v_format;
   config.device = Device::cuda;
+  config.page_size = c.page_size;
+  config.pages = c.page_size > 0 ? slots * pages_per_slot(config) : 0;
   KvCache cache(config);
+  // Every page once, in shuffled order, so consecutive logical rows do not sit side by side.
+  std::vector<std::int32_t> table(static_cast<std::size_t>(config.pages));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  Buffer table_buffer(Device::cuda, std::max<std::int64_t>(4, config.pages * 4));
+  table_buffer.copy_from_host(table.data(), config.pages * 4);
+  const KvCacheView view =
+      c.page_size > 0 ? cache.view(table_buffer.view(DType::i32, {slots, pages_per_slot(config)}))
+                      : cache.view();
 
   const std::int64_t values = c.tokens * c.n_kv_heads * c.head_dim;
   const auto in_bytes = static_cast<std::int64_t>(dtype_bytes(c.input));
@@ -92,9 +118,9 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
   const auto position_view = [&](int call) {
     return position_buffer.view(DType::i32, {c.tokens}, (call % kPositionSets) * c.tokens * 4);
   };
-  append_kv(cache.view(), k_view, v_view, slot_view, position_view(0), Stream{stream});
+  append_kv(view, k_view, v_view, slot_view, position_view(0), Stream{stream});
   const auto launch = [&](int call) {
-    cuda::append_kv(cache.view(), k_view, v_view, slot_view, position_view(call), Stream{stream});
+    cuda::append_kv(view, k_view, v_view, slot_view, position_view(call), Stream{stream});
   };
   const double eager_us = median_event_us(stream, warmup, reps, launch);
   const double graph_us = median_graph_us(stream, graph_calls, reps, launch);
@@ -113,6 +139,7 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
           {"v_format", format_name(c.v_format)},
           {"input", dtype_name(c.input)},
           {"tokens", c.tokens},
+          {"page_size", c.page_size},
           {"bytes", bytes},
           {"eager_us", eager_us},
           {"graph_us", graph_us},

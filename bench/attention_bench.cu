@@ -220,11 +220,13 @@ void print_append_row(const json& r, double read_stream_gbps) {
     std::printf("append ERROR %s\n", r["error"].get<std::string>().c_str());
     return;
   }
-  const std::string label = "D" + std::to_string(r["head_dim"].get<int>()) + " " +
-                            std::to_string(r["n_kv_heads"].get<int>()) + "kv V " +
-                            r["v_format"].get<std::string>() + " in " +
-                            r["input"].get<std::string>() + " " +
-                            std::to_string(r["tokens"].get<std::int64_t>()) + " tok";
+  const std::string label =
+      "D" + std::to_string(r["head_dim"].get<int>()) + " " +
+      std::to_string(r["n_kv_heads"].get<int>()) + "kv V " + r["v_format"].get<std::string>() +
+      " in " + r["input"].get<std::string>() + " " +
+      std::to_string(r["tokens"].get<std::int64_t>()) + " tok" +
+      (r["page_size"].get<int>() > 0 ? " P" + std::to_string(r["page_size"].get<int>())
+                                     : std::string());
   std::printf("%-40s %8.1f %8.1f %8.0f %6.1f%% %10.2f\n", label.c_str(),
               r["eager_us"].get<double>(), r["graph_us"].get<double>(),
               r["graph_gbps"].get<double>(),

@@ -1,17 +1,24 @@
-// Reference decode attention. The math, once (SPEC §2.2-2.4): for a query at position sp,
-//   s_p = scale · dot(q, k_p)  (TQ K: dot(R_D q, k̂_p), k̂ the decoded rotated row),
+// Reference decode attention. The math, once (SPEC §2.2-2.4, §2.8, §2.9): for a query row at
+// position sp,
+//   s_p = scale · dot(q, k_p)  (TQ K: dot(R_D q, k̂_p), k̂ the decoded rotated row; FP8 and F16
+//                               K: the decoded row itself),
 //   s_p ← softcap · tanh(s_p / softcap) when softcap > 0,
 //   o   = Σ_p softmax(s)_p · v_p over the visible rows p  (TQ V: v̂_p, rotated basis),
+//   lse = ln Σ_p exp(s_p)  (−∞ with no visible row),
 // then o ← R_D⁻¹(o) for TQ V unless the rotated result is asked for. No visible row: o = 0.
-// lse = log Σ_p exp(s_p) over the visible rows p (SPEC §2.9), −∞ when there are none.
+// Rows of a query run (several tokens of one slot) are each evaluated alone: a row at sp sees
+// what a single query at sp sees, since the run's later tokens only overwrite ring rows its
+// window excludes (capacity >= window + run length − 1).
 #include "reference/attention_oracle.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
+#include "reference/fp8_oracle.h"
 #include "reference/tq_oracle.h"
 
 namespace turbodecode::oracle {
@@ -34,31 +41,54 @@ double half_to_double(std::uint16_t bits) {
   return static_cast<double>(h);
 }
 
-// One stored row (K or V) of the cache as doubles: F16 widened, TQ decoded (rotated basis).
+// Where a logical row of a slot is stored (SPEC §1.7): row `logical` of the slot's region, or
+// row logical mod P of page block_table[slot][logical / P].
+struct StoredAt {
+  std::int64_t block, row;
+};
+
+StoredAt stored_at(const KvCacheView& cache, std::int64_t slot, std::int64_t logical) {
+  const KvCacheConfig& c = cache.config;
+  if (c.page_size == 0) return {slot, logical};
+  const TensorView& table = cache.block_table;
+  const std::int64_t page =
+      table.as<const std::int32_t>()[slot * table.strides[0] +
+                                     logical / c.page_size * table.strides[1]];
+  if (page < 0 || page >= c.pages) throw std::runtime_error("oracle: block table names no page");
+  return {page, logical % c.page_size};
+}
+
+// One stored row (K or V) of the cache as doubles: F16 widened, FP8 decoded (x̂), TQ decoded
+// (rotated basis).
 Row stored_row(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
-               const TensorView& norms, std::int64_t slot, std::int64_t head, std::int64_t row) {
+               const TensorView& norms, std::int64_t head, const StoredAt& at) {
   const int dim = c.head_dim;
   const std::int64_t offset =
-      slot * rows.strides[0] + head * rows.strides[1] + row * rows.strides[2];
+      at.block * rows.strides[0] + head * rows.strides[1] + at.row * rows.strides[2];
   if (format == RowFormat::f16) {
     const auto* half = rows.as<const std::uint16_t>() + offset;
     Row values(static_cast<std::size_t>(dim));
     for (int j = 0; j < dim; ++j) values[static_cast<std::size_t>(j)] = half_to_double(half[j]);
     return values;
   }
+  const std::uint8_t* bytes = rows.as<const std::uint8_t>() + offset;
+  const float* side = norms.as<const float>() + at.block * norms.strides[0] +
+                      head * norms.strides[1] + at.row * norms.strides[2];
+  if (format == RowFormat::fp8) {
+    const std::vector<int> codes(bytes, bytes + dim);
+    return fp8_decode(codes, side[0]);
+  }
   const int bits = format_bits(format);
-  const std::vector<int> codes = tq_unpack_codes(dim, bits, rows.as<const std::uint8_t>() + offset);
+  const std::vector<int> codes = tq_unpack_codes(dim, bits, bytes);
   for (int code : codes) {
     if (code >= (1 << bits)) throw std::runtime_error("oracle: code out of the codebook's range");
   }
-  const float* norm = norms.as<const float>() + slot * norms.strides[0] + head * norms.strides[1] +
-                      row * norms.strides[2];
-  const std::vector<double> row_norms(norm, norm + norms_per_row(dim));
+  const std::vector<double> row_norms(side, side + norms_per_row(dim));
   return tq_decode(dim, bits, c.scale_factor_d512, codes, row_norms);
 }
 
-// The cache rows a query at `seq_pos` sees, from SPEC §2.2 as written: scan every row, give
-// it its logical index, and keep it unless it is masked.
+// The rows of its slot (logical rows, SPEC §1.7) a query at `seq_pos` sees, from SPEC §2.2 as
+// written: scan every row, give it its logical index, and keep it unless it is masked.
 std::vector<std::int64_t> visible_rows(const KvCacheConfig& c, const DecodeOptions& options,
                                        std::int64_t seq_pos) {
   const bool ring = options.mask == MaskKind::sliding_ring;
@@ -117,24 +147,22 @@ class QueryGroup {
 };
 
 // Attention of a query group over `rows` rows, all visible; key_at(p) and value_at(p) point at
-// row p's values. Returns [heads, D]: each head's softmax-weighted sum of the value rows, zeros
-// when there are no rows; appends each head's lse to `lse` when given. Each row is read once
-// for all heads, in place.
+// row p's values. Returns out [heads, D], each head's softmax-weighted sum of the value rows
+// (zeros when there are no rows), and lse [heads]. Each row is read once for all heads, in
+// place.
 template <class KeyAt, class ValueAt>
-std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt key_at,
-                           ValueAt value_at, double scale, double softcap,
-                           std::vector<double>* lse = nullptr) {
+DecodeResult attend(const QueryGroup& queries, std::size_t rows, KeyAt key_at, ValueAt value_at,
+                    double scale, double softcap) {
   const std::size_t heads = queries.heads(), dim = queries.dim();
   std::vector<double> dots(heads), scores(heads * rows);  // scores [heads, rows]
   for (std::size_t p = 0; p < rows; ++p) {
     queries.dots(key_at(p), dots.data());
     for (std::size_t h = 0; h < heads; ++h) scores[h * rows + p] = capped(scale * dots[h], softcap);
   }
-  std::vector<double> out(heads * dim, 0.0);
-  if (rows == 0) {
-    if (lse != nullptr) lse->insert(lse->end(), heads, -INFINITY);
-    return out;
-  }
+  DecodeResult result{std::vector<double>(heads * dim, 0.0),
+                      std::vector<double>(heads, -std::numeric_limits<double>::infinity())};
+  std::vector<double>& out = result.out;
+  if (rows == 0) return result;
   std::vector<double> max(heads), total(heads, 0.0);
   for (std::size_t h = 0; h < heads; ++h) {
     const auto head_scores = scores.begin() + static_cast<std::ptrdiff_t>(h * rows);
@@ -151,35 +179,50 @@ std::vector<double> attend(const QueryGroup& queries, std::size_t rows, KeyAt ke
   }
   for (std::size_t h = 0; h < heads; ++h) {
     for (std::size_t j = 0; j < dim; ++j) out[h * dim + j] /= total[h];
-    if (lse != nullptr) lse->push_back(max[h] + std::log(total[h]));
+    result.lse[h] = max[h] + std::log(total[h]);
   }
-  return out;
+  return result;
+}
+
+// SPEC §2.8: with runs of t rows, rows r·t … r·t + t − 1 name one slot at consecutive positions.
+void check_query_runs(int tokens, const std::vector<std::int32_t>& slot_ids,
+                      const std::vector<std::int32_t>& seq_pos) {
+  if (tokens < 1 || slot_ids.size() % static_cast<std::size_t>(tokens) != 0) {
+    throw std::invalid_argument("oracle: the rows are not runs of query_tokens");
+  }
+  for (std::size_t i = 0; i < slot_ids.size(); ++i) {
+    if (i % static_cast<std::size_t>(tokens) == 0) continue;
+    if (slot_ids[i] != slot_ids[i - 1] || seq_pos[i] != seq_pos[i - 1] + 1) {
+      throw std::invalid_argument("oracle: a query run is not one slot at consecutive positions");
+    }
+  }
 }
 
 }  // namespace
 
-std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptions& options,
-                                     const std::vector<float>& q,
-                                     const std::vector<std::int32_t>& slot_ids,
-                                     const std::vector<std::int32_t>& seq_pos,
-                                     std::vector<double>* lse) {
+DecodeResult decode_attention(const KvCacheView& cache, const DecodeOptions& options,
+                              const std::vector<float>& q,
+                              const std::vector<std::int32_t>& slot_ids,
+                              const std::vector<std::int32_t>& seq_pos) {
+  check_query_runs(options.query_tokens, slot_ids, seq_pos);
   const KvCacheConfig& c = cache.config;
   const auto dim = static_cast<std::size_t>(c.head_dim);
   const auto heads = static_cast<std::size_t>(options.n_heads);
   const auto group = heads / static_cast<std::size_t>(c.n_kv_heads);
   const double scale = resolved_scale(options.scale, c.head_dim);
-  const bool tq_k = is_quantized(c.k_format);
-  const bool unrotate_output = is_quantized(c.v_format) && !options.rotated_output;
-  std::vector<double> out;
-  out.reserve(slot_ids.size() * heads * dim);
-  if (lse != nullptr) lse->clear();
+  const bool tq_k = is_turboquant(c.k_format);
+  const bool unrotate_output = is_turboquant(c.v_format) && !options.rotated_output;
+  DecodeResult result;
+  result.out.reserve(slot_ids.size() * heads * dim);
+  result.lse.reserve(slot_ids.size() * heads);
   for (std::size_t i = 0; i < slot_ids.size(); ++i) {
     const std::vector<std::int64_t> rows = visible_rows(c, options, seq_pos[i]);
     for (int kv = 0; kv < c.n_kv_heads; ++kv) {
       std::vector<Row> keys, values;
       for (std::int64_t p : rows) {
-        keys.push_back(stored_row(c, c.k_format, cache.k, cache.k_norms, slot_ids[i], kv, p));
-        values.push_back(stored_row(c, c.v_format, cache.v, cache.v_norms, slot_ids[i], kv, p));
+        const StoredAt at = stored_at(cache, slot_ids[i], p);
+        keys.push_back(stored_row(c, c.k_format, cache.k, cache.k_norms, kv, at));
+        values.push_back(stored_row(c, c.v_format, cache.v, cache.v_norms, kv, at));
       }
       QueryGroup queries(group, dim);
       for (std::size_t g = 0; g < group; ++g) {
@@ -188,18 +231,19 @@ std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptio
         if (tq_k) query = tq_rotate(c.head_dim, query);
         queries.set(g, query.data());
       }
-      const std::vector<double> o = attend(
+      const DecodeResult o = attend(
           queries, rows.size(), [&](std::size_t p) { return keys[p].data(); },
-          [&](std::size_t p) { return values[p].data(); }, scale, options.softcap, lse);
+          [&](std::size_t p) { return values[p].data(); }, scale, options.softcap);
       for (std::size_t g = 0; g < group; ++g) {
-        Row head(o.begin() + static_cast<std::ptrdiff_t>(g * dim),
-                 o.begin() + static_cast<std::ptrdiff_t>((g + 1) * dim));
+        Row head(o.out.begin() + static_cast<std::ptrdiff_t>(g * dim),
+                 o.out.begin() + static_cast<std::ptrdiff_t>((g + 1) * dim));
         if (unrotate_output) head = tq_unrotate(c.head_dim, head);
-        out.insert(out.end(), head.begin(), head.end());
+        result.out.insert(result.out.end(), head.begin(), head.end());
+        result.lse.push_back(o.lse[g]);
       }
     }
   }
-  return out;
+  return result;
 }
 
 std::vector<double> exact_attention(const std::vector<float>& q, const std::vector<float>& k,
@@ -218,10 +262,10 @@ std::vector<double> exact_attention(const std::vector<float>& q, const std::vect
     const auto row_at = [&](const std::vector<float>& rows, std::size_t p) {
       return rows.data() + (p * kv_heads + kv) * dim;
     };
-    const std::vector<double> o = attend(
+    const DecodeResult o = attend(
         queries, positions, [&](std::size_t p) { return row_at(k, p); },
         [&](std::size_t p) { return row_at(v, p); }, scale, softcap);
-    out.insert(out.end(), o.begin(), o.end());
+    out.insert(out.end(), o.out.begin(), o.out.end());
   }
   return out;
 }

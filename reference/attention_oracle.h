@@ -1,6 +1,7 @@
 // Double-precision decode attention (SPEC §2), written independently of the library: it
-// decodes the cache's own bytes, applies the §2.2 masks from their definition, and rotates
-// with the Walsh-Hadamard matrix itself rather than a butterfly.
+// decodes the cache's own bytes (every row format, through the block table of a paged cache),
+// applies the §2.2 masks from their definition, and rotates with the Walsh-Hadamard matrix
+// itself rather than a butterfly.
 #pragma once
 
 #include <cstdint>
@@ -11,17 +12,19 @@
 
 namespace turbodecode::oracle {
 
-// Decode attention of n queries over a cache whose storage lives on the host.
-// q: [n, n_heads, D] contiguous; slot_ids, seq_pos: [n]. Returns [n, n_heads, D]: o, or
-// R_D(o) when V is TQ and options.rotated_output is set. With `lse`, also fills it with
-// [n, n_heads] log Σ exp(score) over each row's visible positions (SPEC §2.9). Each row is
-// computed on its own from its position: a run of options.query_tokens rows (SPEC §2.8)
-// means nothing more than that.
-std::vector<double> decode_attention(const KvCacheView& cache, const DecodeOptions& options,
-                                     const std::vector<float>& q,
-                                     const std::vector<std::int32_t>& slot_ids,
-                                     const std::vector<std::int32_t>& seq_pos,
-                                     std::vector<double>* lse = nullptr);
+struct DecodeResult {
+  std::vector<double> out;  // [n, n_heads, D]: o, or R_D(o) for TQ V with options.rotated_output
+  std::vector<double> lse;  // [n, n_heads]: ln Σ exp(score) over the visible positions, or −∞
+};
+
+// Decode attention of n query rows over a cache whose storage (and block table) lives on the
+// host. q: [n, n_heads, D] contiguous; slot_ids, seq_pos: [n]. With options.query_tokens = t,
+// rows come in runs of t of one slot at consecutive positions (SPEC §2.8; a batch that is not
+// made of such runs throws std::invalid_argument); each row sees the positions up to its own.
+DecodeResult decode_attention(const KvCacheView& cache, const DecodeOptions& options,
+                              const std::vector<float>& q,
+                              const std::vector<std::int32_t>& slot_ids,
+                              const std::vector<std::int32_t>& seq_pos);
 
 // Attention of one query token over `positions` unquantized rows, all visible: the exact
 // result a quantized cache approximates. q [n_heads, D]; k, v [positions, n_kv_heads, D].

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention/state.h"
+#include "cache_contents.h"
 #include "common/f16.h"
 #include "cpu_decode_call.h"
 #include "decode_cases.h"
@@ -29,10 +30,8 @@ using testing::DecodeCall;
 using testing::fill_random;
 
 // Formats whose rows the matrix covers.
-constexpr RowFormat kKFormats[] = {RowFormat::f16, RowFormat::tq3, RowFormat::tq4,
-                                   RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
-constexpr RowFormat kVFormats[] = {RowFormat::f16, RowFormat::tq3, RowFormat::tq4,
-                                   RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+constexpr auto& kKFormats = kRowFormats;
+constexpr auto& kVFormats = kRowFormats;
 
 // Relative L2 of a row against the oracle (SPEC §5), and the lse's error against the oracle's.
 constexpr double kTolerance = 2e-3;
@@ -52,15 +51,18 @@ struct MatrixErrors {
 void check_matrix_case(const testing::DecodeCase& dc, MatrixErrors& errors) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(dc.describe() + " seed=" + std::to_string(seed));
-  KvCache cache(dc.cache);
-  fill_random(cache.view(), seed);
+  std::mt19937_64 rng(seed);
+  testing::BlockTable table;
+  if (dc.cache.page_size > 0) table = testing::shuffled_table(dc.cache, rng, true);
+  const KvCache storage(dc.cache);
+  const KvCacheView cache = table.entries.empty() ? storage.view() : storage.view(table.view());
+  fill_random(cache, seed);
   const DecodePlan plan =
       plan_decode(dc.cache, dc.options, static_cast<std::int64_t>(dc.slots.size()));
   const DecodeCall call(plan, dc.slots, dc.positions, seed + 1, dc.row_padding);
-  call.run_with_lse(plan, cache.view());
-  std::vector<double> lse;
-  const std::vector<double> expected = oracle::decode_attention(
-      cache.view(), dc.options, call.q_values, dc.slots, dc.positions, &lse);
+  call.run_with_lse(plan, cache);
+  const auto [expected, lse] =
+      oracle::decode_attention(cache, dc.options, call.q_values, dc.slots, dc.positions);
   const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
   for (std::int64_t i = 0; i < call.n; ++i) {
     const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),

@@ -97,18 +97,26 @@ TEST_F(Cli, EncodeReportsRoundTripQualityAndWritesCodes) {
   const nlohmann::json report =
       parse_json(run("encode " + path("x.npy") + " --json --output " + path("codes.safetensors")));
   EXPECT_EQ(report["rows"], rows);
-  ASSERT_EQ(report["formats"].size(), 4u);
-  const double floor_cosine[] = {0.99, 0.998, 0.999, 0.9999};  // SPEC §1.2, tq4 .. tq8
-  for (int f = 0; f < 4; ++f) {
+  // Every quantized format, in kRowFormats order: fp8, tq3, tq4, tq5, tq6, tq8.
+  ASSERT_EQ(report["formats"].size(), 6u);
+  const double floor_cosine[] = {0.999, 0.98, 0.99, 0.998, 0.999, 0.9999};  // SPEC §1.2
+  const std::int64_t bytes_per_row[] = {512 + 4, 192 + 8, 256 + 8, 320 + 8, 384 + 8, 512 + 8};
+  for (int f = 0; f < 6; ++f) {
     EXPECT_GE(report["formats"][f]["cosine_mean"].get<double>(), floor_cosine[f]);
+    EXPECT_EQ(report["formats"][f]["bytes_per_row"], bytes_per_row[f]);
   }
+  EXPECT_EQ(report["formats"][0]["format"], "fp8");
 
   const NamedTensors written = read_safetensors(path("codes.safetensors"));
-  ASSERT_EQ(written.size(), 12u);
-  EXPECT_EQ(written[0].first, "tq4.codes");
-  EXPECT_EQ(written[0].second.shape, (std::vector<std::int64_t>{2, rows / 2, dim / 2}));
-  EXPECT_EQ(written[1].second.shape, (std::vector<std::int64_t>{2, rows / 2, 2}));
-  const HostTensor& decoded = written[11].second;  // tq8.decoded
+  ASSERT_EQ(written.size(), 18u);
+  EXPECT_EQ(written[0].first, "fp8.codes");
+  EXPECT_EQ(written[1].first, "fp8.scales");
+  EXPECT_EQ(written[1].second.shape, (std::vector<std::int64_t>{2, rows / 2, 1}));
+  EXPECT_EQ(written[3].first, "tq3.codes");
+  EXPECT_EQ(written[3].second.shape, (std::vector<std::int64_t>{2, rows / 2, dim * 3 / 8}));
+  EXPECT_EQ(written[4].first, "tq3.norms");
+  EXPECT_EQ(written[4].second.shape, (std::vector<std::int64_t>{2, rows / 2, 2}));
+  const HostTensor& decoded = written[17].second;  // tq8.decoded
   EXPECT_EQ(decoded.shape, (std::vector<std::int64_t>{2, rows / 2, dim}));
   const float* values = decoded.view().as<const float>();
   std::vector<double> original(x.begin(), x.end());

@@ -20,6 +20,8 @@ namespace cb = cuda::code_buckets;
 
 const float* midpoints_of_bits(int bits) {
   switch (bits) {
+    case 3:
+      return tq::kMidpoints3bit.data();
     case 4:
       return tq::kMidpoints4bit.data();
     case 5:
@@ -103,7 +105,7 @@ TEST_P(CodeBucketsTest, AgreesWithBinarySearchEverywhere) {
   EXPECT_EQ(wrong, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Bits, CodeBucketsTest, ::testing::Values(4, 5, 6, 8),
+INSTANTIATE_TEST_SUITE_P(Bits, CodeBucketsTest, ::testing::Values(3, 4, 5, 6, 8),
                          [](const ::testing::TestParamInfo<int>& tested) {
                            return "bits" + std::to_string(tested.param);
                          });

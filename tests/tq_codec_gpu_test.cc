@@ -1,6 +1,7 @@
-// TurboQuant-HB codec, CUDA backend, against the CPU backend (SPEC §5): codes and norms agree
-// within the allowance, decode and rotation agree bitwise, every output element is written
-// (outputs are poisoned first) and nothing between rows is touched.
+// Row codec (TurboQuant-HB and FP8 rows), CUDA backend, against the CPU backend (SPEC §5): TQ
+// codes and norms agree within the allowance, FP8 codes and scales exactly, decode and rotation
+// agree bitwise, every output element is written (outputs are poisoned first) and nothing
+// between rows is touched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +21,8 @@
 namespace turbodecode {
 namespace {
 
-constexpr RowFormat kFormats[] = {RowFormat::tq4, RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+constexpr RowFormat kFormats[] = {RowFormat::fp8, RowFormat::tq3, RowFormat::tq4,
+                                  RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
 constexpr int kHeadDims[] = {256, 512};
 constexpr DType kInputTypes[] = {DType::f32, DType::f16, DType::bf16};
 // Not a multiple of the kernels' rows per block, so partial blocks are exercised.
@@ -37,8 +39,9 @@ struct RowStrides {
 
 RowStrides strides_for(Layout layout, const CodecParams& p) {
   const std::int64_t bytes = row_bytes(p.format, p.head_dim);
-  if (layout == Layout::packed) return {p.head_dim, bytes, norms_per_row(p.head_dim)};
-  return {p.head_dim + 3, bytes + 5, norms_per_row(p.head_dim) + 1};
+  const int scales = row_scales(p.format, p.head_dim);
+  if (layout == Layout::packed) return {p.head_dim, bytes, scales};
+  return {p.head_dim + 3, bytes + 5, scales + 1};
 }
 
 // Gaussian rows plus the cases both backends must treat alike: outlier channels, an all-zero
@@ -159,7 +162,7 @@ class CodecGpuTest : public ::testing::TestWithParam<std::tuple<int, RowFormat, 
     CpuEncoding e;
     e.s = strides_for(layout(), p);
     e.code_bytes = row_bytes(p.format, p.head_dim);
-    e.npp = norms_per_row(p.head_dim);
+    e.npp = row_scales(p.format, p.head_dim);
     e.x_bytes = stored_values(mixed_rows(kRows, p.head_dim, seed), p.head_dim, input_type(), e.s.x);
     e.x = matrix_with(Device::cpu, input_type(), p.head_dim, e.s.x, e.x_bytes);
     e.codes = make_matrix(Device::cpu, DType::u8, kRows, e.code_bytes, e.s.codes, 0);
@@ -292,7 +295,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDimsAndLayouts, RotationGpuTest,
                                             ::testing::Values(Layout::packed, Layout::padded)),
                          rotation_case_name);
 
-// encode → decode → unrotate entirely on the GPU recovers N(0,1) rows (SPEC §1.2 quality).
+// encode → decode (→ unrotate for TQ) entirely on the GPU recovers N(0,1) rows (SPEC §1.2
+// quality; FP8 measured the same way).
 TEST(CodecGpuRoundTrip, MeetsSpecCosine) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const std::uint64_t seed = testing::fresh_seed();
@@ -306,12 +310,12 @@ TEST(CodecGpuRoundTrip, MeetsSpecCosine) {
       Matrix in = matrix_with(Device::cuda, DType::f32, d, d, stored_values(x, d, DType::f32, d));
       Matrix codes = make_matrix(Device::cuda, DType::u8, rows, row_bytes(format, d),
                                  row_bytes(format, d), 0xFF);
-      Matrix norms =
-          make_matrix(Device::cuda, DType::f32, rows, norms_per_row(d), norms_per_row(d), 0xFF);
+      const int scales = row_scales(format, d);
+      Matrix norms = make_matrix(Device::cuda, DType::f32, rows, scales, scales, 0xFF);
       Matrix y = make_matrix(Device::cuda, DType::f32, rows, d, d, 0xFF);
       encode_rows(p, in.view, codes.view, norms.view);
       decode_rows(p, codes.view, norms.view, y.view);
-      unrotate_rows(d, y.view, y.view);
+      if (is_turboquant(format)) unrotate_rows(d, y.view, y.view);
       const auto decoded = testing::to_host<float>(y.buffer);
       double cosine_sum = 0.0;
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -331,14 +335,14 @@ TEST(CodecGpuSanitizer, EveryKernelOnFewRows) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   constexpr std::int64_t rows = 6;
   for (int d : kHeadDims) {
-    for (RowFormat format : {RowFormat::tq4, RowFormat::tq8}) {
+    for (RowFormat format : {RowFormat::fp8, RowFormat::tq4, RowFormat::tq5, RowFormat::tq8}) {
       const CodecParams p{d, format, 1.0f};
       const auto x = stored_values(testing::gaussian(rows * d, 7), d, DType::f32, d);
       Matrix in = matrix_with(Device::cuda, DType::f32, d, d, x);
       Matrix codes =
           make_matrix(Device::cuda, DType::u8, rows, row_bytes(format, d), row_bytes(format, d), 0);
-      Matrix norms =
-          make_matrix(Device::cuda, DType::f32, rows, norms_per_row(d), norms_per_row(d), 0);
+      const int scales = row_scales(format, d);
+      Matrix norms = make_matrix(Device::cuda, DType::f32, rows, scales, scales, 0);
       encode_rows(p, in.view, codes.view, norms.view);
       decode_rows(p, codes.view, norms.view, in.view);
       rotate_rows(d, in.view, in.view);

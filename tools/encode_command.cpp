@@ -1,6 +1,6 @@
-// `turbodecode encode`: TurboQuant-HB round trip of a user tensor's rows (encode, decode,
-// un-rotate) with quality statistics per format, optionally saving codes, norms and the
-// decoded tensor.
+// `turbodecode encode`: round trip of a user tensor's rows through the row codec (encode,
+// decode, and for TurboQuant-HB un-rotate) with quality statistics per quantized format,
+// optionally saving codes, side values (TQ norms, FP8 scales) and the decoded tensor.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -38,11 +38,26 @@ std::vector<RowFormat> chosen_formats(const EncodeOptions& options) {
     check_arg(options.format == "all", "--bits", "give either --bits or --format, not both");
     return {parse_format("tq" + std::to_string(options.bits))};
   }
-  if (options.format == "all")
-    return {RowFormat::tq4, RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+  std::vector<RowFormat> formats;
+  if (options.format == "all") {
+    for (RowFormat format : kRowFormats) {
+      if (is_quantized(format)) formats.push_back(format);
+    }
+    return formats;
+  }
   const RowFormat format = parse_format(options.format);
-  check_arg(is_quantized(format), "--format", "must be a TurboQuant format (tq4, tq5, tq6, tq8)");
+  check_arg(is_quantized(format), "--format",
+            "must be a quantized format (fp8, tq3, tq4, tq5, tq6, tq8)");
   return {format};
+}
+
+// The name of a format's f32 side values in reports and files.
+const char* side_values_name(RowFormat format) {
+  return is_turboquant(format) ? "norms" : "scales";
+}
+
+std::int64_t stored_row_bytes(RowFormat format, int dim) {
+  return row_bytes(format, dim) + 4 * row_scales(format, dim);
 }
 
 FormatRoundTrip round_trip(const CodecParams& params, const DeviceTensor& x,
@@ -50,11 +65,11 @@ FormatRoundTrip round_trip(const CodecParams& params, const DeviceTensor& x,
   const std::int64_t rows = x.view().shape[0];
   const int dim = params.head_dim;
   DeviceTensor codes(x.view().device, DType::u8, {rows, row_bytes(params.format, dim)});
-  DeviceTensor norms(x.view().device, DType::f32, {rows, norms_per_row(dim)});
+  DeviceTensor norms(x.view().device, DType::f32, {rows, row_scales(params.format, dim)});
   DeviceTensor decoded(x.view().device, DType::f32, {rows, dim});
   encode_rows(params, x.view(), codes.view(), norms.view());
   decode_rows(params, codes.view(), norms.view(), decoded.view());
-  unrotate_rows(dim, decoded.view(), decoded.view());
+  if (is_turboquant(params.format)) unrotate_rows(dim, decoded.view(), decoded.view());
   synchronize();
   FormatRoundTrip result{params.format, {}, codes.to_host(), norms.to_host(), decoded.to_host()};
   result.fidelity.add_rows(reinterpret_cast<const float*>(result.decoded.bytes.data()),
@@ -64,7 +79,7 @@ FormatRoundTrip round_trip(const CodecParams& params, const DeviceTensor& x,
 
 nlohmann::ordered_json round_trip_json(const FormatRoundTrip& trip, int dim) {
   return {{"format", format_name(trip.format)},
-          {"bytes_per_row", row_bytes(trip.format, dim) + 4 * norms_per_row(dim)},
+          {"bytes_per_row", stored_row_bytes(trip.format, dim)},
           {"cosine_mean", trip.fidelity.mean_cosine()},
           {"cosine_min", trip.fidelity.min_cosine()},
           {"relative_l2", trip.fidelity.relative_l2()},
@@ -83,20 +98,21 @@ void report(const EncodeOptions& options, const HostTensor& input,
     fmt::print("{}\n", json.dump(2));
     return;
   }
-  fmt::print("{}: {} {} rows of D {} ({}), round trip encode -> decode -> un-rotate\n",
+  fmt::print("{}: {} {} rows of D {} ({}), round trip encode -> decode (-> un-rotate for TQ)\n",
              options.input, rows, dtype_name(input.dtype), dim,
              device_name(global_options().device));
   fmt::print("{:<6} {:>10} {:>12} {:>12} {:>10} {:>12}\n", "format", "bytes/row", "cosine mean",
              "cosine min", "rel L2", "max abs err");
   for (const FormatRoundTrip& trip : trips) {
     fmt::print("{:<6} {:>10} {:>12.6f} {:>12.6f} {:>10.3e} {:>12.4e}\n", format_name(trip.format),
-               row_bytes(trip.format, dim) + 4 * norms_per_row(dim), trip.fidelity.mean_cosine(),
+               stored_row_bytes(trip.format, dim), trip.fidelity.mean_cosine(),
                trip.fidelity.min_cosine(), trip.fidelity.relative_l2(),
                trip.fidelity.max_abs_error());
   }
 }
 
-// Codes and norms keep the input's leading dimensions; the decoded tensor has its full shape.
+// Codes and side values keep the input's leading dimensions; the decoded tensor has its full
+// shape.
 void write_outputs(const std::string& path, const HostTensor& input,
                    std::vector<FormatRoundTrip>& trips) {
   check_arg(path.ends_with(".safetensors"), "--output", "must be a .safetensors file");
@@ -108,7 +124,8 @@ void write_outputs(const std::string& path, const HostTensor& input,
     codes_shape.push_back(trip.codes.shape.back());
     norms_shape.push_back(trip.norms.shape.back());
     tensors.emplace_back(prefix + "codes", reshaped(std::move(trip.codes), codes_shape, "codes"));
-    tensors.emplace_back(prefix + "norms", reshaped(std::move(trip.norms), norms_shape, "norms"));
+    const std::string side = side_values_name(trip.format);
+    tensors.emplace_back(prefix + side, reshaped(std::move(trip.norms), norms_shape, side));
     tensors.emplace_back(prefix + "decoded",
                          reshaped(std::move(trip.decoded), input.shape, "decoded"));
   }
@@ -140,26 +157,27 @@ void register_encode_command(CLI::App& app) {
   static EncodeOptions options;
   CLI::App* command = add_command(
       app, "encode",
-      "Round-trip a tensor's rows (last dimension D = 256 or 512) through the TurboQuant-HB "
-      "codec and report cosine, relative L2 and max abs error per format",
+      "Round-trip a tensor's rows (last dimension D = 256 or 512) through the row codec "
+      "(FP8 and TurboQuant-HB formats) and report cosine, relative L2 and max abs error per "
+      "format",
       options, run_encode);
   command->add_option("input", options.input, "Input tensor file (.npy or .safetensors)")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("--name", options.name,
                       "Tensor to read from a .safetensors file (optional if it holds one)");
-  command->add_option("--format", options.format, "tq4, tq5, tq6, tq8, or all")
+  command->add_option("--format", options.format, "fp8, tq3, tq4, tq5, tq6, tq8, or all")
       ->capture_default_str();
   command->add_option("--bits", options.bits, "Shorthand for --format tqBITS")
-      ->check(CLI::IsMember({4, 5, 6, 8}));
+      ->check(CLI::IsMember({3, 4, 5, 6, 8}));
   command
       ->add_option("--scale-factor-d512", options.scale_factor_d512,
                    "Scale factor sf of D = 512 rows (SPEC 1.2)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_option("--output", options.output,
-                      "Write <format>.codes, <format>.norms and <format>.decoded to this "
-                      ".safetensors file");
+                      "Write <format>.codes, <format>.norms (FP8: <format>.scales) and "
+                      "<format>.decoded to this .safetensors file");
 }
 
 }  // namespace turbodecode::cli

@@ -51,12 +51,14 @@ MainJob register_main_job(CLI::App& app) {
       ->capture_default_str();
   group
       ->add_option("--v-formats", options.v_formats,
-                   "V formats to measure, comma-separated (tq4, tq5, tq6, tq8, f16)")
+                   "V formats to measure, comma-separated (f16, fp8, tq3, tq4, tq5, tq6, tq8; "
+                   "decode of fp8 and tq3 rows is not supported by this build yet)")
       ->delimiter(',')
       ->capture_default_str();
   group
       ->add_option("--k-format", options.k_format,
-                   "K format: f16 (hybrid cache) or tq4..tq8 (all-quantized)")
+                   "K format: f16 (hybrid cache), fp8, or tq3..tq8 (all-quantized; decode of fp8 "
+                   "and tq3 rows is not supported by this build yet)")
       ->capture_default_str();
   return {group, [] { run_main_job(options); }};
 }

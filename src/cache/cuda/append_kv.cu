@@ -1,12 +1,14 @@
-// CUDA backend of append_kv (SPEC §1.3): one launch for every (token, KV head) of the batch.
-// The grid is one wave of resident blocks; each warp takes (token, head) rows with a grid
-// stride and writes each one's V row, then its K row, converting to F16 or encoding to
-// TurboQuant-HB codes as the cache's format says. A warp loads its next row while it writes
-// the current one: encoding is a long dependent chain (butterflies, shuffles, a norm), so
-// without that too few loads are in flight to stream at bandwidth; alternating V and K rows
+// CUDA backend of append_kv (SPEC §1.3, §1.7): one launch for every (token, KV head) of the
+// batch. The grid is one wave of resident blocks; each warp takes (token, head) rows with a
+// grid stride and writes each one's V row, then its K row, converting to F16 or encoding to
+// FP8 or TurboQuant-HB codes as the cache's formats say. A warp loads its next row while it
+// writes the current one: encoding is a long dependent chain (butterflies, shuffles, a norm),
+// so without that too few loads are in flight to stream at bandwidth; alternating V and K rows
 // keeps the memory traffic and the arithmetic of every warp interleaved. A block builds its
-// code bucket tables once, while its warps' first rows load.
+// code bucket tables once, while its warps' first rows load. A paged cache adds one dependent
+// load per row, its block table entry, issued while the row before is written.
 #include "cache/cuda/append_cuda.h"
+#include "cache/row_location.h"
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/dependent_launch.cuh"
 #include "common/validate.h"
@@ -20,7 +22,6 @@ namespace {
 constexpr int kParts = 2;  // K and V: bucket tables [0] and [1]
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * warp_row::kLanes;
-constexpr int kF16Bits = 16;
 // Blocks per SM each kernel variant is built for: the most its registers allow without spills
 // (-Xptxas -v); left to itself the compiler may take a few more registers and lose a block.
 template <int D, bool kWide>
@@ -40,20 +41,31 @@ struct TokenRows {
   }
 };
 
-// The K or V half of the cache: rows [slots, heads, capacity, ...] with byte strides, and norms
-// [slots, heads, capacity, npp] with element strides (absent for F16 rows).
+// A cache::RowLocation in 32 bits (blocks and rows are below 2^31), to spare registers.
+struct StorageRow {
+  int block, row;
+};
+
+__device__ __forceinline__ StorageRow storage_row(const cache::RowLocation& at) {
+  return {static_cast<int>(at.block), static_cast<int>(at.row)};
+}
+
+// The K or V half of the cache: rows [blocks, heads, block_rows, ...] with byte strides, and
+// side values (norms or scales) [blocks, heads, block_rows, n] with element strides (absent for
+// F16 rows). Blocks are slots or pages (cache/row_location.h).
 struct CacheRows {
   unsigned char* rows;
-  std::int64_t slot_bytes, head_bytes, row_bytes;
+  std::int64_t block_bytes, head_bytes, row_bytes;
   float* norms;
-  std::int64_t norm_slot_stride, norm_head_stride, norm_row_stride;
-  int bits;  // kF16Bits for F16 rows
+  std::int64_t norm_block_stride, norm_head_stride, norm_row_stride;
+  RowEncoding encoding;
 
-  __device__ unsigned char* row(std::int64_t slot, std::int64_t head, std::int64_t r) const {
-    return rows + slot * slot_bytes + head * head_bytes + r * row_bytes;
+  __device__ unsigned char* row(int head, const StorageRow& at) const {
+    return rows + at.block * block_bytes + head * head_bytes + at.row * row_bytes;
   }
-  __device__ float* row_norms(std::int64_t slot, std::int64_t head, std::int64_t r) const {
-    return norms + slot * norm_slot_stride + head * norm_head_stride + r * norm_row_stride;
+  __device__ float* row_norms(int head, const StorageRow& at) const {
+    return norms + at.block * norm_block_stride + head * norm_head_stride +
+           at.row * norm_row_stride;
   }
 };
 
@@ -65,28 +77,21 @@ struct AppendLaunch {
   std::int64_t slot_id_stride, position_stride;
   int rows;  // tokens × n_kv_heads, row = token · n_kv_heads + head
   int n_kv_heads;
-  std::int64_t slots, capacity;
-  bool ring;
+  // The host validates the indices except while a graph is captured; the addressing guards
+  // them, so a bad index (or table entry) never writes, and a row that names nothing the cache
+  // holds writes nothing.
+  cache::RowAddressing addressing;
   float scale_factor_d512;
   bool vectorised;
 };
 
-// The cache row of (slot, position), or −1 when the pair names nothing the cache holds. The
-// host validates the indices except while a graph is captured; the guard keeps a bad index
-// from ever writing, and an invalid pair writes nothing. Only a ring wraps, and a position at
-// or past the capacity means the capacity fits 32 bits, so the remainder is a 32-bit one.
-__device__ __forceinline__ std::int64_t target_row(const AppendLaunch& p, int slot, int position) {
-  if (slot < 0 || slot >= p.slots || position < 0) return -1;
-  if (position < p.capacity) return position;
-  if (!p.ring) return -1;
-  return static_cast<unsigned>(position) % static_cast<unsigned>(p.capacity);
-}
-
-// Where a (token, head) row goes: the token's slot and position as loaded. The cache row is
-// decided only when the row is written, so these loads complete meanwhile.
+// Where a (token, head) row goes: the token's slot and position as loaded, then its logical row
+// and block (the block table entry of a paged cache) once those have arrived. The storage row
+// is decided only when the row is written, so each load completes while earlier work runs.
 struct RowTarget {
   int token, head;
   int slot, position;
+  int logical, block;
 };
 
 __device__ __forceinline__ RowTarget locate(const AppendLaunch& p, int row) {
@@ -96,6 +101,14 @@ __device__ __forceinline__ RowTarget locate(const AppendLaunch& p, int row) {
   t.slot = p.slot_ids[t.token * p.slot_id_stride];
   t.position = p.positions[t.token * p.position_stride];
   return t;
+}
+
+// Positions are i32 and capacities fit 32 bits, so logical rows and blocks (slots or pages, both
+// below 2^31) do too.
+__device__ __forceinline__ void find_block(const AppendLaunch& p, RowTarget& t) {
+  const std::int64_t logical = p.addressing.logical_row(t.position);
+  t.logical = static_cast<int>(logical);
+  t.block = static_cast<int>(p.addressing.block_of(t.slot, logical));
 }
 
 // The lane's share of one input row, loaded ahead of its use (warp_row::load_lane_words): D/32
@@ -117,25 +130,30 @@ __device__ __forceinline__ LaneWords<D, kWide> fetch_words(const TokenRows& inpu
   return w;
 }
 
-// Writes one K or V row at cache_row of the target's slot and head: F16, or TurboQuant-HB
-// codes with norms (`buckets`: that format's table; `signs`: the lane's rotation signs).
+// Writes one K or V row at `at`: F16, FP8 codes with a scale, or TurboQuant-HB codes with norms
+// (`buckets`: that format's table; `signs`: the lane's rotation signs).
 template <int D, bool kWide>
 __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget& t,
-                                          std::int64_t cache_row, const LaneWords<D, kWide>& in,
+                                          const StorageRow& at, const LaneWords<D, kWide>& in,
                                           DType dtype, const CacheRows& cache,
                                           const code_buckets::CodeBucket* buckets, float* scratch,
                                           int lane, unsigned signs) {
   float v[warp_row::kPerLane<D>];
   warp_row::widen_lane_words(in.words, dtype, v);
-  unsigned char* destination = cache.row(t.slot, t.head, cache_row);
-  if (cache.bits == kF16Bits) {
-    warp_row::store_lane_f16(v, destination, lane, p.vectorised);
-    return;
+  unsigned char* destination = cache.row(t.head, at);
+  switch (cache.encoding.kind) {
+    case RowKind::f16:
+      warp_row::store_lane_f16(v, destination, lane, p.vectorised);
+      return;
+    case RowKind::fp8:
+      warp_row::encode_fp8<D>(v, lane, destination, cache.row_norms(t.head, at), p.vectorised);
+      return;
+    case RowKind::tq:
+      warp_row::rotate_forward<D>(v, lane, signs);
+      warp_row::encode_rotated<D>(v, cache.encoding.bits, p.scale_factor_d512, buckets, scratch,
+                                  lane, destination, cache.row_norms(t.head, at), p.vectorised);
+      return;
   }
-  warp_row::rotate_forward<D>(v, lane, signs);
-  warp_row::encode_rotated<D>(v, cache.bits, p.scale_factor_d512, buckets, scratch, lane,
-                              destination, cache.row_norms(t.slot, t.head, cache_row),
-                              p.vectorised);
 }
 
 // A warp's rows are first, first + warps, ...; for each it writes the V row, then the K row.
@@ -163,25 +181,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
     v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
     k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
   }
-  if (p.k_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.k_cache.bits, buckets[0]);
-  if (p.v_cache.bits != kF16Bits) tq_tables::fill_code_buckets(p.v_cache.bits, buckets[1]);
+  if (p.k_cache.encoding.kind == RowKind::tq) {
+    tq_tables::fill_code_buckets(p.k_cache.encoding.bits, buckets[0]);
+  }
+  if (p.v_cache.encoding.kind == RowKind::tq) {
+    tq_tables::fill_code_buckets(p.v_cache.encoding.bits, buckets[1]);
+  }
+  if (first < p.rows) find_block(p, next);
   __syncthreads();
   for (int row = first; row < p.rows; row += warps) {
     const bool more = row + warps < p.rows;
     const RowTarget target = next;
-    const std::int64_t cache_row = target_row(p, target.slot, target.position);
+    const StorageRow at = storage_row(p.addressing.locate(target.block, target.logical));
     if (more) next = locate(p, row + warps);
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
-    if (cache_row >= 0) {
-      write_row<D>(p, target, cache_row, v_words, p.v_in.dtype, p.v_cache, buckets[1],
-                   scratch[warp], lane, signs);
+    if (at.block >= 0) {
+      write_row<D>(p, target, at, v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane,
+                   signs);
     }
+    if (more) find_block(p, next);
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
-    if (cache_row >= 0) {
-      write_row<D>(p, target, cache_row, k_words, p.k_in.dtype, p.k_cache, buckets[0],
-                   scratch[warp], lane, signs);
+    if (at.block >= 0) {
+      write_row<D>(p, target, at, k_words, p.k_in.dtype, p.k_cache, buckets[0], scratch[warp], lane,
+                   signs);
     }
   }
 }
@@ -200,10 +224,10 @@ CacheRows cache_rows(const TensorView& rows, const TensorView& norms, RowFormat 
               0,
               0,
               0,
-              is_quantized(format) ? format_bits(format) : kF16Bits};
+              row_encoding(format)};
   if (norms.present()) {
     c.norms = norms.as<float>();
-    c.norm_slot_stride = norms.strides[0];
+    c.norm_block_stride = norms.strides[0];
     c.norm_head_stride = norms.strides[1];
     c.norm_row_stride = norms.strides[2];
   }
@@ -253,9 +277,7 @@ void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& 
                        positions.strides[0],
                        static_cast<int>(rows),
                        c.n_kv_heads,
-                       c.slots,
-                       c.capacity,
-                       c.kind == LayerKind::ring,
+                       cache::row_addressing(cache),
                        c.scale_factor_d512,
                        allows_vector_access(k) && allows_vector_access(v) &&
                            allows_vector_access(cache.k) && allows_vector_access(cache.v)};

@@ -50,6 +50,7 @@ constexpr BucketGrid grid_of(const std::array<float, N>& midpoints) {
   return {static_cast<float>(origin), static_cast<float>(1.0 / width), static_cast<int>(span) + 3};
 }
 
+inline constexpr BucketGrid kGrid3 = grid_of(tq::kMidpoints3bit);
 inline constexpr BucketGrid kGrid4 = grid_of(tq::kMidpoints4bit);
 inline constexpr BucketGrid kGrid5 = grid_of(tq::kMidpoints5bit);
 inline constexpr BucketGrid kGrid6 = grid_of(tq::kMidpoints6bit);
@@ -60,6 +61,8 @@ inline constexpr int kMaxBuckets = kGrid8.count;
 
 TD_HOST_DEVICE BucketGrid grid_for_bits(int bits) {
   switch (bits) {
+    case 3:
+      return kGrid3;
     case 4:
       return kGrid4;
     case 5:

@@ -1,5 +1,6 @@
-// CUDA backend of the row codec calls (encode_rows, decode_rows, rotate/unrotate_rows): a warp
-// per row, kRowsPerBlock rows per block, grid-stride over the rows.
+// CUDA backend of the row codec calls (encode_rows, decode_rows, rotate/unrotate_rows) for
+// TurboQuant-HB and FP8 rows: a warp per row, kRowsPerBlock rows per block, grid-stride over
+// the rows.
 #include "common/cuda/cuda_check.cuh"
 #include "tq/cuda/codec_cuda.h"
 #include "tq/cuda/row_launch.h"
@@ -28,7 +29,7 @@ struct CodecLaunch {
   RowOperand values, codes, norms;  // values: x (encode) or y (decode)
   DType values_dtype;
   std::int64_t rows;
-  int bits;
+  RowEncoding encoding;  // fp8 or tq
   float scale_factor_d512;
   bool vectorised;
 };
@@ -50,16 +51,22 @@ template <int D>
 __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch p) {
   __shared__ code_buckets::CodeBucket buckets[code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kRowsPerBlock][D];
-  tq_tables::fill_code_buckets(p.bits, buckets);
+  const bool tq = p.encoding.kind == RowKind::tq;
+  if (tq) tq_tables::fill_code_buckets(p.encoding.bits, buckets);
   __syncthreads();
   const int lane = lane_index();
   const unsigned signs = warp_row::lane_sign_bits<D>(lane);
   for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
     float v[warp_row::kPerLane<D>];
     warp_row::load_lane_values(p.values.row(r), p.values_dtype, p.vectorised, lane, v);
+    auto* side_values = reinterpret_cast<float*>(p.norms.row(r));
+    if (!tq) {
+      warp_row::encode_fp8<D>(v, lane, p.codes.row(r), side_values, p.vectorised);
+      continue;
+    }
     warp_row::rotate_forward<D>(v, lane, signs);
-    warp_row::encode_rotated<D>(v, p.bits, p.scale_factor_d512, buckets, scratch[warp_index()],
-                                lane, p.codes.row(r), reinterpret_cast<float*>(p.norms.row(r)),
+    warp_row::encode_rotated<D>(v, p.encoding.bits, p.scale_factor_d512, buckets,
+                                scratch[warp_index()], lane, p.codes.row(r), side_values,
                                 p.vectorised);
   }
 }
@@ -67,12 +74,20 @@ __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch
 template <int D>
 __global__ void __launch_bounds__(kThreads) decode_rows_kernel(const CodecLaunch p) {
   __shared__ float codebook[tq_tables::kMaxTableEntries];
-  tq_tables::stage_in_block(tq_tables::codebook(p.bits), 1 << p.bits, codebook);
+  const bool tq = p.encoding.kind == RowKind::tq;
+  if (tq) {
+    tq_tables::stage_in_block(tq_tables::codebook(p.encoding.bits), 1 << p.encoding.bits, codebook);
+  }
   const int lane = lane_index();
   for (std::int64_t r = first_row(); r < p.rows; r += row_step()) {
     float y[warp_row::kPerLane<D>];
-    warp_row::decode_lane<D>(p.codes.row(r), reinterpret_cast<const float*>(p.norms.row(r)), p.bits,
-                             p.scale_factor_d512, codebook, lane, p.vectorised, y);
+    const auto* side_values = reinterpret_cast<const float*>(p.norms.row(r));
+    if (tq) {
+      warp_row::decode_lane<D>(p.codes.row(r), side_values, p.encoding.bits, p.scale_factor_d512,
+                               codebook, lane, p.vectorised, y);
+    } else {
+      warp_row::decode_fp8_lane<D>(p.codes.row(r), side_values[0], lane, p.vectorised, y);
+    }
     warp_row::store_lane_f32(y, p.values.row(r), lane, p.vectorised);
   }
 }
@@ -105,7 +120,7 @@ CodecLaunch codec_launch(const CodecParams& params, const TensorView& values,
   p.norms = operand(norms);
   p.values_dtype = values.dtype;
   p.rows = codes.shape[0];
-  p.bits = format_bits(params.format);
+  p.encoding = row_encoding(params.format);
   p.scale_factor_d512 = params.scale_factor_d512;
   p.vectorised = allows_vector_access(values) && allows_vector_access(codes);
   return p;

@@ -15,11 +15,13 @@ namespace turbodecode::cuda::tq_tables {
 
 // Internal linkage: every translation unit that includes this header owns its copy, so no
 // relocatable device code is needed.
+static __device__ const std::array<float, 7> kMidpoints3 = tq::kMidpoints3bit;
 static __device__ const std::array<float, 15> kMidpoints4 = tq::kMidpoints4bit;
 static __device__ const std::array<float, 31> kMidpoints5 = tq::kMidpoints5bit;
 static __device__ const std::array<float, 63> kMidpoints6 = tq::kMidpoints6bit;
 static __device__ const std::array<float, 255> kMidpoints8 = tq::kMidpoints8bit;
 
+static __device__ const std::array<float, 8> kCodebook3 = tq::kCodebook3bit;
 static __device__ const std::array<float, 16> kCodebook4 = tq::kCodebook4bit;
 static __device__ const std::array<float, 32> kCodebook5 = tq::kCodebook5bit;
 static __device__ const std::array<float, 64> kCodebook6 = tq::kCodebook6bit;
@@ -32,6 +34,8 @@ inline constexpr int kMaxTableEntries = 256;
 
 __device__ __forceinline__ const float* midpoints(int bits) {
   switch (bits) {
+    case 3:
+      return kMidpoints3.data();
     case 4:
       return kMidpoints4.data();
     case 5:
@@ -45,6 +49,8 @@ __device__ __forceinline__ const float* midpoints(int bits) {
 
 __device__ __forceinline__ const float* codebook(int bits) {
   switch (bits) {
+    case 3:
+      return kCodebook3.data();
     case 4:
       return kCodebook4.data();
     case 5:

@@ -1,14 +1,29 @@
-// Host-side launch facts shared by the codec and append kernels: whether a tensor's rows may be
-// read and written with 16-byte vectors (kernels take the vector path only when every tensor
-// they touch allows it, byte accesses otherwise), byte strides, and grid sizes.
+// Host-side launch facts shared by the codec and append kernels: how a row is stored, whether a
+// tensor's rows may be read and written with 16-byte vectors (kernels take the vector path only
+// when every tensor they touch allows it, byte accesses otherwise), byte strides, and grid sizes.
 #pragma once
 
 #include <cstdint>
 
 #include "common/cuda_runtime.h"
 #include "turbodecode/tensor.h"
+#include "turbodecode/tq_codec.h"
 
 namespace turbodecode::cuda {
+
+// How a row is stored, as the row kernels see it: F16 values, FP8 codes and a scale, or TQ codes
+// of `bits` bits and norms.
+enum class RowKind : int { f16, fp8, tq };
+struct RowEncoding {
+  RowKind kind;
+  int bits;
+};
+
+inline RowEncoding row_encoding(RowFormat format) {
+  if (format == RowFormat::f16) return {RowKind::f16, 16};
+  if (format == RowFormat::fp8) return {RowKind::fp8, 8};
+  return {RowKind::tq, format_bits(format)};
+}
 
 inline constexpr std::int64_t kVectorBytes = 16;
 

@@ -1,7 +1,8 @@
-// Warp-per-row building blocks of the TurboQuant-HB codec on CUDA. One warp holds one row of D
-// values: lane l owns the D/32 consecutive elements starting at l·D/32, so loads and stores
-// are 16-byte vectors where alignment allows. Every rounding step comes from tq/codec_math.h
-// and runs in the CPU backend's order, so both encoders produce the same codes (SPEC §5).
+// Warp-per-row building blocks of the row codec on CUDA (TurboQuant-HB and FP8 rows). One warp
+// holds one row of D values: lane l owns the D/32 consecutive elements starting at l·D/32, so
+// loads and stores are 16-byte vectors where alignment allows. Every rounding step comes from
+// tq/codec_math.h and tq/fp8_math.h and runs in the CPU backend's order, so both encoders
+// produce the same codes (SPEC §5).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,6 +10,7 @@
 
 #include "tq/codec_math.h"
 #include "tq/cuda/codec_tables.cuh"
+#include "tq/fp8_math.h"
 #include "turbodecode/tensor.h"
 
 namespace turbodecode::cuda::warp_row {
@@ -253,9 +255,62 @@ __device__ __forceinline__ void segment_sums_of_squares(const float (&y)[kPerLan
   __syncwarp();  // the caller may reuse `scratch` for the next row
 }
 
+// Stores this lane's E codes into the warp's row `codes` as SPEC §1.5's bit stream: lane l's
+// codes fill bytes [l·E·bits/8, (l + 1)·E·bits/8), eight codes to `bits` bytes. 4- and 8-bit
+// lanes own whole 32-bit words and store them directly. 3-, 5- and 6-bit lanes own bytes that
+// straddle words, so the warp assembles its row in `scratch` (this warp's D floats, free again
+// after segment_sums_of_squares) and copies it out in 16-byte vectors (rows are 32·E·bits/8
+// bytes, a multiple of 16).
+template <int D>
+__device__ __forceinline__ void store_codes(const int (&code)[kPerLane<D>], int bits,
+                                            float* scratch, int lane, unsigned char* codes,
+                                            bool vectorised) {
+  constexpr int E = kPerLane<D>;
+  if (bits == 4) {
+    unsigned words[E / 8] = {};
+#pragma unroll
+    for (int b = 0; b < E / 2; ++b) {
+      words[b / 4] |= static_cast<unsigned>(tq::pack_nibbles(code[2 * b], code[2 * b + 1]))
+                      << (8 * (b % 4));
+    }
+    store_words<E / 8>(codes + lane * (E / 2), words, vectorised);
+    return;
+  }
+  if (bits == 8) {
+    unsigned words[E / 4] = {};
+#pragma unroll
+    for (int r = 0; r < E; ++r) words[r / 4] |= static_cast<unsigned>(code[r]) << (8 * (r % 4));
+    store_words<E / 4>(codes + lane * E, words, vectorised);
+    return;
+  }
+  auto* staged = reinterpret_cast<unsigned char*>(scratch);
+  const int lane_bytes = E / 8 * bits;
+#pragma unroll
+  for (int g = 0; g < E / 8; ++g) {
+    unsigned long long group = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      group |= static_cast<unsigned long long>(code[8 * g + i]) << (bits * i);
+    }
+    for (int k = 0; k < bits; ++k) {
+      staged[lane * lane_bytes + g * bits + k] = static_cast<unsigned char>(group >> (8 * k));
+    }
+  }
+  __syncwarp();
+  const int row_bytes = kLanes * lane_bytes;
+  if (vectorised) {
+    if (lane < row_bytes / 16) {
+      reinterpret_cast<uint4*>(codes)[lane] = reinterpret_cast<const uint4*>(staged)[lane];
+    }
+  } else {
+    for (int b = lane; b < row_bytes; b += kLanes) codes[b] = staged[b];
+  }
+  __syncwarp();  // the caller may reuse `scratch` for the next row
+}
+
 // Encodes this warp's rotated row y: the lane's codes go to `codes` (the row's first byte),
 // the row's norms to `norms` from lane 0. `buckets` is the bucket table of `bits`-bit codes
-// (tq_tables::fill_code_buckets).
+// (tq_tables::fill_code_buckets); `scratch` is this warp's D floats of shared memory.
 template <int D>
 __device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], int bits,
                                                float scale_factor_d512,
@@ -284,24 +339,11 @@ __device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], in
   int code[E];
 #pragma unroll
   for (int r = 0; r < E; ++r) code[r] = code_buckets::code_in_buckets(y[r] * factor, buckets, grid);
-  if (bits == 4) {
-    unsigned words[E / 8] = {};
-#pragma unroll
-    for (int b = 0; b < E / 2; ++b) {
-      words[b / 4] |= static_cast<unsigned>(tq::pack_nibbles(code[2 * b], code[2 * b + 1]))
-                      << (8 * (b % 4));
-    }
-    store_words<E / 8>(codes + lane * (E / 2), words, vectorised);
-  } else {
-    unsigned words[E / 4] = {};
-#pragma unroll
-    for (int r = 0; r < E; ++r) words[r / 4] |= static_cast<unsigned>(code[r]) << (8 * (r % 4));
-    store_words<E / 4>(codes + lane * E, words, vectorised);
-  }
+  store_codes<D>(code, bits, scratch, lane, codes, vectorised);
 }
 
 // This lane's E decoded (rotated-basis) values of a row: centroid × the segment's decode scale.
-// `codebook` holds the 2^bits centroids; stray high bits of a stored code are ignored.
+// `codebook` holds the 2^bits centroids.
 template <int D>
 __device__ __forceinline__ void decode_lane(const unsigned char* codes, const float* norms,
                                             int bits, float scale_factor_d512,
@@ -314,7 +356,6 @@ __device__ __forceinline__ void decode_lane(const unsigned char* codes, const fl
   } else {
     scale = tq::d512_decode_scale(norms[lane < kLanes / 2 ? 0 : 1], scale_factor_d512);
   }
-  const unsigned code_mask = (1u << bits) - 1u;
   if (bits == 4) {
     unsigned words[E / 8];
     load_words<E / 8>(codes + lane * (E / 2), vectorised, words);
@@ -323,13 +364,53 @@ __device__ __forceinline__ void decode_lane(const unsigned char* codes, const fl
       const auto byte = static_cast<unsigned char>(words[r / 8] >> (8 * ((r / 2) % 4)));
       y[r] = codebook[tq::unpack_nibble(byte, r)] * scale;
     }
-  } else {
+  } else if (bits == 8) {
     unsigned words[E / 4];
     load_words<E / 4>(codes + lane * E, vectorised, words);
 #pragma unroll
-    for (int r = 0; r < E; ++r) {
-      y[r] = codebook[(words[r / 4] >> (8 * (r % 4))) & code_mask] * scale;
-    }
+    for (int r = 0; r < E; ++r) y[r] = codebook[(words[r / 4] >> (8 * (r % 4))) & 0xffu] * scale;
+  } else {
+#pragma unroll
+    for (int r = 0; r < E; ++r) y[r] = codebook[tq::read_code(codes, bits, lane * E + r)] * scale;
+  }
+}
+
+// ---- FP8 E4M3 rows (SPEC §1.6): not rotated, one scale per row. ----
+
+// Encodes this warp's row x: codes to `codes` (the row's first byte), the scale to `scale` from
+// lane 0. The largest magnitude comes from a warp max, which no order of reduction changes (and
+// which skips NaN, as fmaxf does), so the scale and every code equal the CPU backend's.
+template <int D>
+__device__ __forceinline__ void encode_fp8(const float (&x)[kPerLane<D>], int lane,
+                                           unsigned char* codes, float* scale, bool vectorised) {
+  constexpr int E = kPerLane<D>;
+  float amax = 0.0f;
+#pragma unroll
+  for (int r = 0; r < E; ++r) amax = fmaxf(amax, fabsf(x[r]));
+#pragma unroll
+  for (int offset = kLanes / 2; offset >= 1; offset >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+  }
+  const float row_scale = fp8::row_scale(amax);
+  if (lane == 0) *scale = row_scale;
+  unsigned words[E / 4] = {};
+#pragma unroll
+  for (int r = 0; r < E; ++r) {
+    words[r / 4] |= static_cast<unsigned>(fp8::encode(x[r], row_scale)) << (8 * (r % 4));
+  }
+  store_words<E / 4>(codes + lane * E, words, vectorised);
+}
+
+// This lane's E decoded values of an FP8 row: scale × the E4M3 value.
+template <int D>
+__device__ __forceinline__ void decode_fp8_lane(const unsigned char* codes, float scale, int lane,
+                                                bool vectorised, float (&y)[kPerLane<D>]) {
+  constexpr int E = kPerLane<D>;
+  unsigned words[E / 4];
+  load_words<E / 4>(codes + lane * E, vectorised, words);
+#pragma unroll
+  for (int r = 0; r < E; ++r) {
+    y[r] = scale * fp8::decode(static_cast<unsigned char>(words[r / 4] >> (8 * (r % 4))));
   }
 }
 
