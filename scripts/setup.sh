@@ -2,8 +2,8 @@
 # Installs the build dependencies (Debian packages) when any is missing, and the Python ones in
 # .venv (scripts/setup_python.sh). Idempotent.
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev python3
-  python3-dev python3-venv
+packages=(cmake ninja-build g++ libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev libhwy-dev
+  python3 python3-dev python3-venv
   clang-16 libclang-rt-16-dev)  # clang: the sanitizer and fuzz build (preset sanitize)
 missing=()
 for p in "${packages[@]}"; do

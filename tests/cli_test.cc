@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -141,6 +142,50 @@ TEST_F(Cli, AttentionRunsWriteTheLseOfEachRow) {
   const testing::CommandResult ragged = run(inputs + " --query-tokens 2");
   EXPECT_NE(ragged.exit_code, 0);
   EXPECT_NE(ragged.err.find("--query-tokens"), std::string::npos) << ragged.err;
+}
+
+// --page-size: the same step through a paged cache (a shuffled block table) writes the same
+// output and lse as through the contiguous cache, bit for bit; on a ring layer too, with tokens
+// that wrap it.
+TEST_F(Cli, AttentionOnPagesEqualsContiguous) {
+  SCOPED_TRACE(seed_);
+  const int tokens = 300, heads = 4, kv_heads = 2, dim = 256;
+  write_npy(path("q.npy"), f32_tensor(testing::gaussian(2 * heads * dim, seed_), {2, heads, dim}));
+  write_npy(path("k.npy"), f32_tensor(testing::gaussian(tokens * kv_heads * dim, seed_ + 1),
+                                      {tokens, kv_heads, dim}));
+  write_npy(path("v.npy"), f32_tensor(testing::gaussian(tokens * kv_heads * dim, seed_ + 2),
+                                      {tokens, kv_heads, dim}));
+  const std::string inputs = "attention --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                             path("v.npy") + " --query-tokens 2 --k-format fp8";
+  for (const std::string layer : {"", " --layer ring --window 100 --capacity 120"}) {
+    SCOPED_TRACE(layer);
+    const auto step = [&](const std::string& name, const std::string& flags) {
+      const testing::CommandResult result =
+          run(inputs + layer + flags + " --output " + path(name + ".npy") + " --lse " +
+              path(name + "_lse.npy"));
+      EXPECT_EQ(result.exit_code, 0) << result.err;
+      return std::pair{read_npy(path(name + ".npy")), read_npy(path(name + "_lse.npy"))};
+    };
+    const auto [flat_out, flat_lse] = step("flat", "");
+    for (const int page : {16, 128}) {
+      const std::string name = "paged" + std::to_string(page);
+      const auto [paged_out, paged_lse] = step(name, " --page-size " + std::to_string(page));
+      const nlohmann::json report =
+          parse_json(run(inputs + layer + " --json --page-size " + std::to_string(page)));
+      const std::int64_t capacity = report["capacity"];
+      EXPECT_EQ(report["pages"], (capacity + page - 1) / page);  // one slot
+      ASSERT_EQ(paged_out.shape, flat_out.shape);
+      EXPECT_EQ(std::memcmp(paged_out.view().data, flat_out.view().data,
+                            static_cast<std::size_t>(paged_out.view().span_bytes())),
+                0)
+          << "page " << page;
+      EXPECT_EQ(std::memcmp(paged_lse.view().data, flat_lse.view().data,
+                            static_cast<std::size_t>(paged_lse.view().span_bytes())),
+                0)
+          << "page " << page;
+    }
+  }
+  EXPECT_NE(run(inputs + " --page-size 48").exit_code, 0);
 }
 
 TEST_F(Cli, MainJobReportsEveryFormat) {

@@ -7,7 +7,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,10 +30,29 @@
 namespace turbodecode::cli {
 namespace {
 
+// The step's cache: contiguous, or paged through a block table that hands every slot its pages
+// in a random order (seeded by --seed).
+class StepCache {
+ public:
+  explicit StepCache(const KvCacheConfig& config) : storage_(config) {
+    if (config.page_size == 0) return;
+    std::vector<std::int32_t> pages(static_cast<std::size_t>(config.pages));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937_64(global_options().seed));
+    table_.emplace(config.device, DType::i32,
+                   std::vector<std::int64_t>{config.slots, pages_per_slot(config)}, pages);
+  }
+  KvCacheView view() const { return table_ ? storage_.view(table_->view()) : storage_.view(); }
+
+ private:
+  KvCache storage_;
+  std::optional<DeviceTensor> table_;
+};
+
 // Appends every token in file order, cutting a new batch wherever a (slot, row) would repeat
 // (one call may not write a row twice).
-void append_all(const KvCache& cache, const StepInputs& in) {
-  const KvCacheConfig& config = cache.config();
+void append_all(const KvCacheView& cache, const StepInputs& in) {
+  const KvCacheConfig& config = cache.config;
   const Device device = config.device;
   const DeviceTensor k(device, in.k), v(device, in.v);
   const DeviceTensor slots(device, DType::i32, {in.tokens}, in.kv_slot);
@@ -41,7 +62,7 @@ void append_all(const KvCache& cache, const StepInputs& in) {
   const auto flush = [&](std::int64_t end) {
     if (end == batch_start) return;
     const std::int64_t count = end - batch_start;
-    append_kv(cache.view(), k.rows(batch_start, count), v.rows(batch_start, count),
+    append_kv(cache, k.rows(batch_start, count), v.rows(batch_start, count),
               slots.rows(batch_start, count), positions.rows(batch_start, count));
     batch_start = end;
     in_batch.clear();
@@ -79,6 +100,7 @@ std::vector<double> exact_for_query(const StepInputs& in, const KvCacheConfig& c
 }
 
 struct StepResult {
+  KvCacheConfig cache;        // the cache the step ran on
   std::vector<float> out;     // as run_decode returned it
   std::vector<float> lse;     // [n, n_heads], when asked for
   std::vector<double> exact;  // [n, n_heads, D]
@@ -125,8 +147,8 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   const DecodePlan plan =
       naming_typed_arguments(in, [&] { return plan_decode(config, options, in.n); });
 
-  const KvCache cache(config);
-  append_all(cache, in);
+  const StepCache cache(config);
+  append_all(cache.view(), in);
   const DeviceTensor q(config.device, DType::f32, {in.n, in.n_heads, in.head_dim}, in.q_values);
   const DeviceTensor slots(config.device, DType::i32, {in.n}, in.q_slot);
   const DeviceTensor positions(config.device, DType::i32, {in.n}, in.q_pos);
@@ -145,7 +167,8 @@ StepResult run_step(const AttentionOptions& cli, const StepInputs& in) {
   });
   synchronize();
 
-  StepResult result{out.to_host_values<float>(),
+  StepResult result{config,
+                    out.to_host_values<float>(),
                     lse ? lse->to_host_values<float>() : std::vector<float>{},
                     {},
                     {}};
@@ -177,6 +200,9 @@ void report(const AttentionOptions& cli, const StepInputs& in, const StepResult&
                                    {"v_format", cli.v_format},
                                    {"layer", cli.layer},
                                    {"query_tokens", cli.query_tokens},
+                                   {"capacity", result.cache.capacity},
+                                   {"page_size", result.cache.page_size},
+                                   {"pages", result.cache.pages},
                                    {"output", cli.output},
                                    {"cosine_mean", result.fidelity.mean_cosine()},
                                    {"cosine_min", result.fidelity.min_cosine()},
@@ -246,6 +272,13 @@ void add_tensor_flags(CLI::App& command, AttentionOptions& options) {
   }
 }
 
+// 0 (contiguous) or a page size a paged cache takes.
+std::vector<int> page_size_choices() {
+  std::vector<int> choices = {0};
+  choices.insert(choices.end(), std::begin(kPageSizes), std::end(kPageSizes));
+  return choices;
+}
+
 void add_layer_flags(CLI::App& command, AttentionOptions& options) {
   command.add_option("--v-format", options.v_format, "V format: f16, fp8 or tq3..tq8")
       ->check(row_format_name())
@@ -282,6 +315,12 @@ void add_layer_flags(CLI::App& command, AttentionOptions& options) {
       ->capture_default_str();
   command.add_flag("--rotated-output", options.rotated_output,
                    "Return R_D(o) for TQ V (stats still compare o)");
+  command
+      .add_option("--page-size", options.page_size,
+                  "Rows per page of a paged cache whose block table hands each slot its pages in "
+                  "a random order (0: contiguous)")
+      ->check(CLI::IsMember(page_size_choices()))
+      ->capture_default_str();
   command
       .add_option("--query-tokens", options.query_tokens,
                   "Query rows per slot and call: q holds runs of this many rows, each one "

@@ -198,20 +198,29 @@ KvCacheConfig cache_config(const AttentionOptions& options, const StepInputs& in
   config.slots = 1 + largest(in.kv_slot);
 
   // SPEC §7.1: these sizes come from flags and files, so they are bounded before they size the
-  // cache. The slots are to blame when even one position per slot is too much.
+  // cache. A paged cache holds whole pages: each slot's rows round up to a multiple of
+  // --page-size. The slots are to blame when even one page (or position) per slot is too much.
   const std::int64_t limit = options.limits.cache_bytes;
-  const std::string need = "needs a KV cache of " + std::to_string(config.slots) + " slots x " +
-                           std::to_string(config.n_kv_heads) + " KV heads x " +
-                           std::to_string(config.capacity) + " positions x " +
-                           std::to_string(bytes) + " bytes, beyond the limit of " +
-                           std::to_string(limit) + " bytes";
-  check_role(product_at_most({config.slots, config.n_kv_heads, bytes}, limit),
+  const std::int64_t page_rows = options.page_size > 0 ? options.page_size : 1;
+  const std::int64_t slot_pages = config.capacity / page_rows + (config.capacity % page_rows != 0);
+  const std::string need =
+      "needs a KV cache of " + std::to_string(config.slots) + " slots x " +
+      std::to_string(config.n_kv_heads) + " KV heads x " + std::to_string(config.capacity) +
+      " positions" +
+      (options.page_size > 0 ? " (in pages of " + std::to_string(page_rows) + ")" : "") + " x " +
+      std::to_string(bytes) + " bytes, beyond the limit of " + std::to_string(limit) + " bytes";
+  check_role(product_at_most({config.slots, config.n_kv_heads, page_rows, bytes}, limit),
              in.arguments.at("kv_slot"), "slot " + std::to_string(config.slots - 1) + " " + need);
-  check_role(product_at_most({config.slots, config.n_kv_heads, config.capacity, bytes}, limit),
-             capacity_from, need);
+  check_role(
+      product_at_most({config.slots, config.n_kv_heads, slot_pages, page_rows, bytes}, limit),
+      capacity_from, need);
   check_role(config.kind == LayerKind::ring || last_position < config.capacity, kv_pos,
              "position " + std::to_string(last_position) + " does not fit a linear cache of " +
                  std::to_string(config.capacity) + " positions (--capacity)");
+  if (options.page_size > 0) {
+    config.page_size = options.page_size;
+    config.pages = config.slots * pages_per_slot(config);
+  }
   return config;
 }
 

@@ -30,6 +30,7 @@ struct AttentionOptions {
   float scale_factor_d512 = 1.0f;
   bool rotated_output = false;
   int query_tokens = 1;
+  int page_size = 0;  // 0: a contiguous cache
   std::string output;
   std::string lse;
   InputLimits limits;
@@ -65,7 +66,8 @@ StepInputs load_inputs(const AttentionOptions& options);
 MaskKind mask_kind(const AttentionOptions& options);
 
 // The cache the step needs (slots and capacity from the index arrays, or --capacity /
-// --window), checked against options.limits before it is allocated.
+// --window; paged with --page-size: each slot its own pages), checked against options.limits
+// before it is allocated.
 KvCacheConfig cache_config(const AttentionOptions& options, const StepInputs& in);
 
 // Which token each written cache row holds once every token is appended in file order (a
