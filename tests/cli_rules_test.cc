@@ -151,6 +151,11 @@ TEST_F(CliRules, SizesBeyondTheLimitsAreRejectedBeforeAllocating) {
   expect_rejected(attention("--kv-pos kv_pos.npy"), "--kv-pos", "beyond the limit");
   expect_rejected(attention("--capacity 1000000000000"), "--capacity", "beyond the limit");
   expect_rejected(attention("--layer ring --window 1000000000000"), "--window", "beyond the limit");
+  // A paged cache holds whole pages: 10^6 slots fit the limit in rows of 4 positions (3.1 GB),
+  // not in pages of 128 rows.
+  write_i32("kv_slot.npy", {0, 0, 0, 1000000});
+  expect_rejected(attention("--kv-slot kv_slot.npy --page-size 128"), "--kv-slot",
+                  "in pages of 128");
   // A shape whose bytes overflow, in a file of a few bytes.
   const std::string dict =
       "{'descr': '<f4', 'fortran_order': False, 'shape': (281474976710656, 281474976710656), }\n";
@@ -201,6 +206,7 @@ TEST_F(CliRules, ErrorsNameTheFlagNotTheLibraryField) {
   expect_rejected("--k-format tq9", "--k-format", "must be one of");
   expect_rejected(attention("--output out.txt"), "--output", ".npy or .safetensors");
   expect_rejected(attention("--lse lse.txt"), "--lse", ".npy or .safetensors");
+  expect_rejected(attention("--page-size 48"), "--page-size");
 }
 
 // SPEC §2.8 through the CLI: runs of --query-tokens queries are one slot's consecutive tokens.
