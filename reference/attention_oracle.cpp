@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 
+#include "common/f16.h"
 #include "reference/tq_oracle.h"
 
 namespace turbodecode::oracle {
@@ -26,13 +26,6 @@ double capped(double score, double softcap) {
   return softcap > 0.0 ? softcap * std::tanh(score / softcap) : score;
 }
 
-double half_to_double(std::uint16_t bits) {
-  _Float16 h;
-  static_assert(sizeof h == sizeof bits);
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<double>(h);
-}
-
 // One stored row (K or V) of the cache as doubles: F16 widened, TQ decoded (rotated basis).
 Row stored_row(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
                const TensorView& norms, std::int64_t slot, std::int64_t head, std::int64_t row) {
@@ -42,7 +35,7 @@ Row stored_row(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
   if (format == RowFormat::f16) {
     const auto* half = rows.as<const std::uint16_t>() + offset;
     Row values(static_cast<std::size_t>(dim));
-    for (int j = 0; j < dim; ++j) values[static_cast<std::size_t>(j)] = half_to_double(half[j]);
+    for (int j = 0; j < dim; ++j) values[static_cast<std::size_t>(j)] = f16_to_f32(half[j]);
     return values;
   }
   const int bits = format_bits(format);
