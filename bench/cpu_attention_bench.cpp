@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "common/f16.h"
 #include "common/thread_pool.h"
 #include "hwy/highway.h"
 #include "turbodecode/attention.h"
@@ -104,12 +105,12 @@ Bandwidth measure_read_bandwidth() {
 void fill_cache(const KvCacheView& cache) {
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal;
-  std::vector<_Float16> table(4096);
-  for (auto& t : table) t = static_cast<_Float16>(normal(rng));
+  std::vector<std::uint16_t> table(4096);
+  for (auto& t : table) t = f32_to_f16(normal(rng));
   const auto fill = [&](const TensorView& t) {
     if (!t.present()) return;
     if (t.dtype == DType::f16) {
-      auto* p = t.as<_Float16>();
+      auto* p = t.as<std::uint16_t>();
       for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = table[rng() & 4095];
     } else if (t.dtype == DType::u8) {
       auto* p = t.as<std::uint64_t>();  // storage parts are 256-byte aligned and sized
