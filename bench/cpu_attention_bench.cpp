@@ -4,7 +4,9 @@
 // timed call reads a different slot of a cache several times larger than the last-level
 // cache, so the bytes come from DRAM.
 //   cpu_attention_bench [--json] [--k-formats f16,tq8] [--v-formats ...] [--query-tokens 1,4]
-#include <immintrin.h>
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu_attention_bench.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 #include <chrono>
@@ -17,13 +19,40 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "common/f16.h"
 #include "common/thread_pool.h"
+#include "hwy/highway.h"
 #include "turbodecode/attention.h"
 #include "turbodecode/buffer.h"
 #include "turbodecode/kv_cache.h"
 
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The sum of count floats from p (a multiple of four vectors), in four independent chains so
+// that the loads, not the additions, set the pace.
+float sum_floats(const float* p, std::int64_t count) {
+  const hn::ScalableTag<float> d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  for (std::int64_t j = 0; j < count; j += 4 * lanes) {
+    a0 = hn::Add(a0, hn::LoadU(d, p + j));
+    a1 = hn::Add(a1, hn::LoadU(d, p + j + lanes));
+    a2 = hn::Add(a2, hn::LoadU(d, p + j + 2 * lanes));
+    a3 = hn::Add(a3, hn::LoadU(d, p + j + 3 * lanes));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+}  // namespace turbodecode::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace turbodecode {
 namespace {
+
+HWY_EXPORT(sum_floats);
 
 constexpr std::int64_t kBandwidthBufferBytes = std::int64_t{2} << 30;  // ≫ a 480 MiB LLC
 constexpr int kBandwidthPasses = 7;
@@ -47,7 +76,8 @@ struct Bandwidth {
   double best_gbs, median_gbs;
 };
 
-// Multithreaded streaming read: every thread sums its contiguous share with AVX2 loads.
+// Multithreaded streaming read: every thread sums its contiguous share with the widest vector
+// loads the CPU has.
 Bandwidth measure_read_bandwidth() {
   Buffer buffer(Device::cpu, kBandwidthBufferBytes);
   buffer.fill_bytes(1);
@@ -61,17 +91,8 @@ Bandwidth measure_read_bandwidth() {
     const auto start = std::chrono::steady_clock::now();
     parallel_for(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t b = begin; b < end; ++b) {
-        const float* p = data + b * kBlockFloats;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (std::int64_t j = 0; j < kBlockFloats; j += 32) {
-          a0 = _mm256_add_ps(a0, _mm256_load_ps(p + j));
-          a1 = _mm256_add_ps(a1, _mm256_load_ps(p + j + 8));
-          a2 = _mm256_add_ps(a2, _mm256_load_ps(p + j + 16));
-          a3 = _mm256_add_ps(a3, _mm256_load_ps(p + j + 24));
-        }
-        float lanes[8];
-        _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        partial[static_cast<std::size_t>(b)] = lanes[0] + lanes[7];
+        partial[static_cast<std::size_t>(b)] =
+            HWY_DYNAMIC_DISPATCH(sum_floats)(data + b * kBlockFloats, kBlockFloats);
       }
     });
     rates.push_back(static_cast<double>(kBandwidthBufferBytes) / seconds_since(start) / 1e9);
@@ -84,12 +105,12 @@ Bandwidth measure_read_bandwidth() {
 void fill_cache(const KvCacheView& cache) {
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal;
-  std::vector<_Float16> table(4096);
-  for (auto& t : table) t = static_cast<_Float16>(normal(rng));
+  std::vector<std::uint16_t> table(4096);
+  for (auto& t : table) t = f32_to_f16(normal(rng));
   const auto fill = [&](const TensorView& t) {
     if (!t.present()) return;
     if (t.dtype == DType::f16) {
-      auto* p = t.as<_Float16>();
+      auto* p = t.as<std::uint16_t>();
       for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = table[rng() & 4095];
     } else if (t.dtype == DType::u8) {
       auto* p = t.as<std::uint64_t>();  // storage parts are 256-byte aligned and sized
@@ -234,3 +255,4 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+#endif  // HWY_ONCE

@@ -2,7 +2,8 @@
 # Copies what the GPU run needs from a build folder into a small one that the device tool
 # can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
 # (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*), the CLI (turbodecode) and the
-# Python package (python/turbodecode) with their symbols stripped,
+# Python package (python/turbodecode) with their symbols stripped, the shared libraries they
+# find through their run path (lib/),
 # CMakeCache.txt and ctest's files, with the gtest cases already discovered here. run_gpu.sh
 # uses build/gpu when build/release did not travel.
 #   bench/stage_gpu_build.sh [BUILD (build/release)] [STAGE (build/gpu)]
@@ -18,6 +19,7 @@ ctest --test-dir "$BUILD" -N >/dev/null
 rm -rf "$STAGE"
 mkdir -p "$STAGE"
 cp "$BUILD/CMakeCache.txt" "$STAGE/"
+cp -r "$BUILD/lib" "$STAGE/"
 # Executables first, ctest files after: discovery reruns when a *_tests.cmake file is older
 # than its executable.
 (cd "$BUILD" && find tests -maxdepth 1 -type f -name '*_gpu_test' &&

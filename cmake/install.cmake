@@ -27,8 +27,10 @@ install(FILES ${PROJECT_BINARY_DIR}/turbodecodeConfig.cmake
               ${PROJECT_BINARY_DIR}/turbodecodeConfigVersion.cmake
         DESTINATION ${turbodecode_cmake_dir})
 
-# A separate CMake project configures and builds against the installed package, then runs.
-if(BUILD_TESTING)
+# A separate CMake project configures and builds against the installed package, then runs. It
+# builds with the host's default compiler and flags: not for a cross build, nor against
+# sanitizer-instrumented archives.
+if(BUILD_TESTING AND NOT CMAKE_CROSSCOMPILING AND NOT TURBODECODE_SANITIZE)
   add_test(NAME installed_package
            COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
                    -DWORK_DIR=${PROJECT_BINARY_DIR}/installed_package_test

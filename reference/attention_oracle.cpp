@@ -14,11 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "reference/fp8_oracle.h"
+#include "turbodecode/f16.h"
 #include "reference/tq_oracle.h"
 
 namespace turbodecode::oracle {
@@ -32,13 +32,6 @@ double resolved_scale(double scale, int head_dim) {
 
 double capped(double score, double softcap) {
   return softcap > 0.0 ? softcap * std::tanh(score / softcap) : score;
-}
-
-double half_to_double(std::uint16_t bits) {
-  _Float16 h;
-  static_assert(sizeof h == sizeof bits);
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<double>(h);
 }
 
 // Where a logical row of a slot is stored (SPEC §1.7): row `logical` of the slot's region, or
@@ -68,7 +61,7 @@ Row stored_row(const KvCacheConfig& c, RowFormat format, const TensorView& rows,
   if (format == RowFormat::f16) {
     const auto* half = rows.as<const std::uint16_t>() + offset;
     Row values(static_cast<std::size_t>(dim));
-    for (int j = 0; j < dim; ++j) values[static_cast<std::size_t>(j)] = half_to_double(half[j]);
+    for (int j = 0; j < dim; ++j) values[static_cast<std::size_t>(j)] = f16_to_f32(half[j]);
     return values;
   }
   const std::uint8_t* bytes = rows.as<const std::uint8_t>() + offset;

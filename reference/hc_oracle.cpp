@@ -5,17 +5,13 @@
 #include <cstring>
 #include <limits>
 
+#include "common/f16.h"
+
 namespace turbodecode::oracle {
 namespace {
 
 double sigmoid(double z) {
   return z >= 0.0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
-}
-
-double half_to_double(std::uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, sizeof h);
-  return static_cast<double>(h);
 }
 
 // Divides each row (by_rows) or each column of the n×n matrix by its sum + ε.
@@ -119,7 +115,7 @@ std::vector<double> q8_dequantize(const std::uint8_t* weight, std::int64_t rows,
       const std::uint8_t* block = weight + r * row_stride_bytes + b * 34;
       std::uint16_t d_bits;
       std::memcpy(&d_bits, block, sizeof d_bits);
-      const double d = half_to_double(d_bits);
+      const double d = f16_to_f32(d_bits);
       for (int j = 0; j < 32; ++j) {
         out[r * cols + b * 32 + j] = d * static_cast<std::int8_t>(block[2 + j]);
       }

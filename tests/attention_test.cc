@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention/state.h"
+#include "cache_contents.h"
 #include "common/f16.h"
 #include "cpu_decode_call.h"
 #include "decode_cases.h"
@@ -41,43 +42,64 @@ constexpr double kLseTolerance = 1e-4;
 // The matrix (decode_cases.h): every visibility × K format × V format, the other dimensions
 // rotating; each row's output and lse against the oracle.
 
+// Worst errors of a run of cases.
+struct MatrixErrors {
+  double out = 0.0, lse = 0.0;
+  std::size_t rows = 0;
+};
+
+// Runs one case of the matrix on fresh data: each row's output and lse against the oracle.
+void check_matrix_case(const testing::DecodeCase& dc, MatrixErrors& errors) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(dc.describe() + " seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  testing::BlockTable table;
+  if (dc.cache.page_size > 0) table = testing::shuffled_table(dc.cache, rng, true);
+  const KvCache storage(dc.cache);
+  const KvCacheView cache = table.entries.empty() ? storage.view() : storage.view(table.view());
+  fill_random(cache, seed);
+  const DecodePlan plan =
+      plan_decode(dc.cache, dc.options, static_cast<std::int64_t>(dc.slots.size()));
+  const DecodeCall call(plan, dc.slots, dc.positions, seed + 1, dc.row_padding);
+  call.run_with_lse(plan, cache);
+  const auto [expected, lse] =
+      oracle::decode_attention(cache, dc.options, call.q_values, dc.slots, dc.positions);
+  const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
+  for (std::int64_t i = 0; i < call.n; ++i) {
+    const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
+                                   expected.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
+    const double error = testing::relative_l2(call.output(i), want);
+    EXPECT_LE(error, kTolerance) << "query " << i;
+    errors.out = std::max(errors.out, error);
+    const std::vector<float> got_lse = call.lse_values(i);
+    for (std::int64_t h = 0; h < call.heads; ++h) {
+      const double want_lse = lse[static_cast<std::size_t>(i * call.heads + h)];
+      const double lse_error = std::abs(got_lse[static_cast<std::size_t>(h)] - want_lse) /
+                               std::max(1.0, std::abs(want_lse));
+      EXPECT_LE(lse_error, kLseTolerance) << "query " << i << " head " << h;
+      errors.lse = std::max(errors.lse, lse_error);
+    }
+  }
+  errors.rows += dc.slots.size();
+}
+
 TEST(DecodeAttention, MatchesOracleOverTheMatrix) {
   const std::vector<testing::DecodeCase> cases = testing::decode_matrix(kKFormats, kVFormats);
-  double worst = 0.0, worst_lse = 0.0;
-  std::size_t rows = 0;
-  for (const testing::DecodeCase& dc : cases) {
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE(dc.describe() + " seed=" + std::to_string(seed));
-    KvCache cache(dc.cache);
-    fill_random(cache.view(), seed);
-    const DecodePlan plan =
-        plan_decode(dc.cache, dc.options, static_cast<std::int64_t>(dc.slots.size()));
-    const DecodeCall call(plan, dc.slots, dc.positions, seed + 1, dc.row_padding);
-    call.run_with_lse(plan, cache.view());
-    const oracle::DecodeResult result = oracle::decode_attention(
-        cache.view(), dc.options, call.q_values, dc.slots, dc.positions);
-    const std::vector<double>& expected = result.out;
-    const std::vector<double>& lse = result.lse;
-    const std::size_t row = static_cast<std::size_t>(call.heads * call.dim);
-    for (std::int64_t i = 0; i < call.n; ++i) {
-      const std::vector<double> want(expected.begin() + static_cast<std::ptrdiff_t>(i * row),
-                                     expected.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
-      const double error = testing::relative_l2(call.output(i), want);
-      EXPECT_LE(error, kTolerance) << "query " << i;
-      worst = std::max(worst, error);
-      const std::vector<float> got_lse = call.lse_values(i);
-      for (std::int64_t h = 0; h < call.heads; ++h) {
-        const double want_lse = lse[static_cast<std::size_t>(i * call.heads + h)];
-        const double lse_error = std::abs(got_lse[static_cast<std::size_t>(h)] - want_lse) /
-                                 std::max(1.0, std::abs(want_lse));
-        EXPECT_LE(lse_error, kLseTolerance) << "query " << i << " head " << h;
-        worst_lse = std::max(worst_lse, lse_error);
-      }
-    }
-    rows += dc.slots.size();
-  }
+  MatrixErrors errors;
+  for (const testing::DecodeCase& dc : cases) check_matrix_case(dc, errors);
   std::printf("[ matrix ] %zu cases, %zu query rows, worst relative L2 %.3g, lse %.3g\n",
-              cases.size(), rows, worst, worst_lse);
+              cases.size(), errors.rows, errors.out, errors.lse);
+}
+
+// The CPU backend dispatches to the best SIMD target at run time; every target it has for
+// this CPU runs every seventh case of the matrix (all formats, head dims and group sizes
+// appear among them).
+TEST(DecodeAttention, MatchesOracleOnEverySimdTarget) {
+  const std::vector<testing::DecodeCase> cases = testing::decode_matrix(kKFormats, kVFormats);
+  testing::for_each_simd_target([&] {
+    MatrixErrors errors;
+    for (std::size_t i = 0; i < cases.size(); i += 7) check_matrix_case(cases[i], errors);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,13 +288,26 @@ void expect_rejected(const std::string& argument, Call&& call) {
   }
 }
 
-TEST(DecodeAttention, PlanRejectsBadOptions) {
-  const KvCacheConfig linear{
+// Two small caches (linear, ring) and options a plan accepts for both masks' defaults.
+struct PlanInputs {
+  KvCacheConfig linear{
       2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
-  KvCacheConfig ring = linear;
-  ring.kind = LayerKind::ring;
-  DecodeOptions good;
-  good.n_heads = 4;
+  KvCacheConfig ring = with_kind(linear, LayerKind::ring);
+  DecodeOptions good = with_heads(4);
+
+  static KvCacheConfig with_kind(KvCacheConfig config, LayerKind kind) {
+    config.kind = kind;
+    return config;
+  }
+  static DecodeOptions with_heads(int n_heads) {
+    DecodeOptions options;
+    options.n_heads = n_heads;
+    return options;
+  }
+};
+
+TEST(DecodeAttention, PlanRejectsBadOptions) {
+  const auto [linear, ring, good] = PlanInputs();
   const auto with = [&](auto change) {
     DecodeOptions o = good;
     change(o);
@@ -375,12 +410,7 @@ TEST(DecodeAttention, RunRejectsBadInputsAndWritesNothing) {
 }
 
 TEST(DecodeAttention, PlanRejectsBadRunsAndChunks) {
-  const KvCacheConfig linear{
-      2, 2, 128, 256, LayerKind::linear, RowFormat::f16, RowFormat::tq8, 1.0f, Device::cpu};
-  KvCacheConfig ring = linear;
-  ring.kind = LayerKind::ring;
-  DecodeOptions good;
-  good.n_heads = 4;
+  const auto [linear, ring, good] = PlanInputs();
   DecodeOptions ring_draft = good;
   ring_draft.mask = MaskKind::sliding_ring;
   ring_draft.sliding_window = 126;
@@ -496,8 +526,7 @@ TEST(DecodeAttention, RunRejectsBlockTableEntriesNamingNoPageAndWritesNothing) {
   const auto run_with = [&](std::int32_t entry, std::int32_t value) {
     std::vector<std::int32_t> bad = table;
     bad[static_cast<std::size_t>(entry)] = value;
-    const KvCacheView view =
-        cache.view(TensorView::contiguous(bad.data(), DType::i32, {2, 8}));
+    const KvCacheView view = cache.view(TensorView::contiguous(bad.data(), DType::i32, {2, 8}));
     run_decode(plan, view, call.q(), call.slot_ids(), call.seq_pos(), call.out(), call.lse(),
                call.workspace());
   };

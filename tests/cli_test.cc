@@ -4,71 +4,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <nlohmann/json.hpp>
+#include <cstring>
 #include <random>
 #include <string>
 
+#include "cli_runner.h"
 #include "common/f16.h"
 #include "reference/attention_oracle.h"
-#include "test_support.h"
 #include "turbodecode/io.h"
 
 namespace turbodecode {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// The CLI sits in the build tree's root, one level above this test executable.
-fs::path cli_path() {
-  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "turbodecode";
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!fs::exists(cli_path())) GTEST_SKIP() << "CLI not built at " << cli_path();
-    seed_ = testing::fresh_seed();
-    dir_ = fs::temp_directory_path() / ("turbodecode_cli_test_" + std::to_string(seed_));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  CommandResult run(const std::string& arguments) const {
-    const fs::path err_file = dir_ / "stderr.txt";
-    const std::string command = cli_path().string() + " " + arguments + " 2>" + err_file.string();
-    CommandResult result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (!pipe) return result;
-    char chunk[4096];
-    for (std::size_t n; (n = fread(chunk, 1, sizeof chunk, pipe)) > 0;) result.out.append(chunk, n);
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    FILE* err = std::fopen(err_file.c_str(), "r");
-    for (std::size_t n; err && (n = fread(chunk, 1, sizeof chunk, err)) > 0;)
-      result.err.append(chunk, n);
-    if (err) std::fclose(err);
-    return result;
-  }
-
-  static nlohmann::json parse_json(const CommandResult& result) {
-    EXPECT_EQ(result.exit_code, 0) << result.err;
-    return nlohmann::json::parse(result.out);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::uint64_t seed_ = 0;
-  fs::path dir_;
-};
+class Cli : public testing::CliFixture {};
 
 HostTensor f32_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
   return HostTensor::copy_of(values.data(), DType::f32, std::move(shape));
@@ -191,9 +139,53 @@ TEST_F(Cli, AttentionRunsWriteTheLseOfEachRow) {
     }
   }
 
-  const CommandResult ragged = run(inputs + " --query-tokens 2");
+  const testing::CommandResult ragged = run(inputs + " --query-tokens 2");
   EXPECT_NE(ragged.exit_code, 0);
   EXPECT_NE(ragged.err.find("--query-tokens"), std::string::npos) << ragged.err;
+}
+
+// --page-size: the same step through a paged cache (a shuffled block table) writes the same
+// output and lse as through the contiguous cache, bit for bit; on a ring layer too, with tokens
+// that wrap it.
+TEST_F(Cli, AttentionOnPagesEqualsContiguous) {
+  SCOPED_TRACE(seed_);
+  const int tokens = 300, heads = 4, kv_heads = 2, dim = 256;
+  write_npy(path("q.npy"), f32_tensor(testing::gaussian(2 * heads * dim, seed_), {2, heads, dim}));
+  write_npy(path("k.npy"), f32_tensor(testing::gaussian(tokens * kv_heads * dim, seed_ + 1),
+                                      {tokens, kv_heads, dim}));
+  write_npy(path("v.npy"), f32_tensor(testing::gaussian(tokens * kv_heads * dim, seed_ + 2),
+                                      {tokens, kv_heads, dim}));
+  const std::string inputs = "attention --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                             path("v.npy") + " --query-tokens 2 --k-format fp8";
+  for (const std::string layer : {"", " --layer ring --window 100 --capacity 120"}) {
+    SCOPED_TRACE(layer);
+    const auto step = [&](const std::string& name, const std::string& flags) {
+      const testing::CommandResult result =
+          run(inputs + layer + flags + " --output " + path(name + ".npy") + " --lse " +
+              path(name + "_lse.npy"));
+      EXPECT_EQ(result.exit_code, 0) << result.err;
+      return std::pair{read_npy(path(name + ".npy")), read_npy(path(name + "_lse.npy"))};
+    };
+    const auto [flat_out, flat_lse] = step("flat", "");
+    for (const int page : {16, 128}) {
+      const std::string name = "paged" + std::to_string(page);
+      const auto [paged_out, paged_lse] = step(name, " --page-size " + std::to_string(page));
+      const nlohmann::json report =
+          parse_json(run(inputs + layer + " --json --page-size " + std::to_string(page)));
+      const std::int64_t capacity = report["capacity"];
+      EXPECT_EQ(report["pages"], (capacity + page - 1) / page);  // one slot
+      ASSERT_EQ(paged_out.shape, flat_out.shape);
+      EXPECT_EQ(std::memcmp(paged_out.view().data, flat_out.view().data,
+                            static_cast<std::size_t>(paged_out.view().span_bytes())),
+                0)
+          << "page " << page;
+      EXPECT_EQ(std::memcmp(paged_lse.view().data, flat_lse.view().data,
+                            static_cast<std::size_t>(paged_lse.view().span_bytes())),
+                0)
+          << "page " << page;
+    }
+  }
+  EXPECT_NE(run(inputs + " --page-size 48").exit_code, 0);
 }
 
 TEST_F(Cli, MainJobReportsEveryFormat) {
@@ -233,7 +225,7 @@ TEST_F(Cli, BadInputsFailWithClearMessages) {
   std::FILE* file = std::fopen(path("bad.npy").c_str(), "wb");
   std::fputs("\x93NUMPY\x01\x00\x10\x00{'descr': '<f8'", file);
   std::fclose(file);
-  CommandResult result = run("encode " + path("bad.npy"));
+  testing::CommandResult result = run("encode " + path("bad.npy"));
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("bad.npy"), std::string::npos) << result.err;
 

@@ -65,7 +65,9 @@ std::vector<DecodeCase> decode_matrix(std::span<const RowFormat> k_formats,
         c.cache.v_format = v;
         c.cache.scale_factor_d512 = pick(std::array{1.0f, 2.5f});
         c.cache.capacity = ring ? pick(std::array{64, 1000, 4096}) : 5000;
-        c.options.n_heads = pick(std::array{1, 2, 3, 8}) * c.cache.n_kv_heads;
+        c.cache.page_size = pick(std::array{0, 0, 16, 64, 128});
+        c.cache.pages = c.cache.page_size > 0 ? c.cache.slots * pages_per_slot(c.cache) : 0;
+        c.options.n_heads = pick(std::array{1, 2, 3, 4, 8, 16}) * c.cache.n_kv_heads;
         c.options.mask = visibility == Visibility::causal           ? MaskKind::causal
                          : visibility == Visibility::sliding_linear ? MaskKind::sliding_linear
                                                                     : MaskKind::sliding_ring;

@@ -29,7 +29,8 @@ enum class Visibility { causal, sliding_linear, ring_unwrapped, ring_wrapped };
 // The option matrix (SPEC §5): every visibility × K format × V format runs; head dim, GQA
 // ratio, KV heads, chunk size, query_tokens, page size, softcap, scale, rotated output, padded
 // rows, window and lengths rotate through their values from a fixed design seed (the data of
-// every case is the caller's to draw fresh).
+// every case is the caller's to draw fresh). A paged case (cache.page_size > 0) has pages for
+// a block table that gives every slot pages of its own.
 std::vector<DecodeCase> decode_matrix(std::span<const RowFormat> k_formats,
                                       std::span<const RowFormat> v_formats);
 

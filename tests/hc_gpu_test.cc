@@ -339,7 +339,7 @@ TEST_F(HcGpu, NanInOneRowLeavesTheOtherRowsAlone) {
 // Every output of one decode layer's HC chain on `stream`: attention HC-pre, expand with the
 // attention output, FFN HC-pre, then the Q8_0 shared-expert matvec + expand. Outputs are
 // poisoned first; with synchronise_each the stream is drained after every call, else only at
-// the end.
+// the end. (Unused in a build without the CUDA backend.)
 [[maybe_unused]] std::vector<std::vector<float>> run_layer_chain(
     const HcProblem& p, const testing::HcDeviceInputs& in, const TensorView& weight,
     const TensorView& hidden, Device device, Stream stream, bool synchronise_each) {

@@ -21,9 +21,10 @@ constexpr HcShape kShapes[] = {{4, 256, 1, false}, {4, 256, 5, true},  {1, 64, 3
                                {2, 100, 2, true},  {3, 33, 4, false},  {8, 128, 3, true},
                                {16, 64, 2, true},  {4, 4096, 1, false}};
 
+// Every shape on every SIMD target the CPU backend has for this CPU.
 template <class Check>
 void for_each_shape(Check check) {
-  testing::for_each_hc_shape(kShapes, check);
+  testing::for_each_simd_target([&] { testing::for_each_hc_shape(kShapes, check); });
 }
 
 TEST(HcCpu, SplitMatchesOracleAndIsDoublyStochastic) {
@@ -82,9 +83,11 @@ TEST(HcCpu, NormMixMatchesOracle) {
 TEST(HcCpu, NormMixOnDeepSeekV41Width) {
   HcParams params;
   params.embd = 5120;
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  testing::check_norm_mix(make_hc_problem(params, 1, seed, false), Device::cpu);
+  testing::for_each_simd_target([&] {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE(seed);
+    testing::check_norm_mix(make_hc_problem(params, 1, seed, false), Device::cpu);
+  });
 }
 
 TEST(HcCpu, PreEqualsItsPartsAndOracle) {
@@ -92,16 +95,18 @@ TEST(HcCpu, PreEqualsItsPartsAndOracle) {
 }
 
 TEST(HcCpu, ExpandQ8EqualsMatvecThenExpand) {
-  for (bool shared : {false, true}) {
-    for (std::int64_t rows : {1, 3}) {
-      const std::uint64_t seed = testing::fresh_seed();
-      SCOPED_TRACE("seed " + std::to_string(seed) + (shared ? " shared" : " attention"));
-      HcParams params;
-      params.embd = 256;
-      testing::check_expand_q8(make_hc_problem(params, rows, seed, true), Device::cpu, 128, shared,
-                               seed + 100);
+  testing::for_each_simd_target([] {
+    for (bool shared : {false, true}) {
+      for (std::int64_t rows : {1, 3}) {
+        const std::uint64_t seed = testing::fresh_seed();
+        SCOPED_TRACE("seed " + std::to_string(seed) + (shared ? " shared" : " attention"));
+        HcParams params;
+        params.embd = 256;
+        testing::check_expand_q8(make_hc_problem(params, rows, seed, true), Device::cpu, 128,
+                                 shared, seed + 100);
+      }
     }
-  }
+  });
 }
 
 TEST(HcCpu, HugeLogitsGiveFiniteSplits) {

@@ -191,6 +191,8 @@ TEST_F(TensorFiles, SafetensorsRejectsMalformedFiles) {
   reject(safetensors_bytes(entry, "").substr(0, 20), "truncated");
   reject(std::string(5, '\0'), "truncated");
   reject(safetensors_bytes("{\"x\": {\"dtype\": ", std::string(8, '\0')), "bad safetensors JSON");
+  // A number too large for a double (found by fuzz/safetensors_fuzzer).
+  reject(safetensors_bytes(R"({"x": 7E555555555})", ""), "bad safetensors JSON");
   reject(safetensors_bytes("[1, 2]", ""), "JSON object");
   reject(safetensors_bytes(R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
                            std::string(8, '\0')),

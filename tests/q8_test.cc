@@ -34,22 +34,26 @@ TEST(Q8Cpu, MatvecMatchesOracle) {
   struct Case {
     std::int64_t rows, cols, tokens, pad;
   };
-  for (const Case& c : {Case{1, 32, 1, 0}, Case{37, 96, 3, 2}, Case{256, 2048, 1, 0},
-                        Case{64, 4096, 2, 6}, Case{37, 96, 19, 2}}) {
-    const std::uint64_t seed = testing::fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(c.rows) + ", cols " +
-                 std::to_string(c.cols));
-    testing::check_q8_matvec(Device::cpu, c.rows, c.cols, c.tokens, c.pad, seed);
-  }
+  testing::for_each_simd_target([] {
+    for (const Case& c : {Case{1, 32, 1, 0}, Case{37, 96, 3, 2}, Case{256, 2048, 1, 0},
+                          Case{64, 4096, 2, 6}, Case{37, 96, 19, 2}}) {
+      const std::uint64_t seed = testing::fresh_seed();
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(c.rows) + ", cols " +
+                   std::to_string(c.cols));
+      testing::check_q8_matvec(Device::cpu, c.rows, c.cols, c.tokens, c.pad, seed);
+    }
+  });
 }
 
 // Token rows share passes over the weights in tiles; a row's result is the same alone.
 TEST(Q8Cpu, MatvecTokenDoesNotDependOnTheBatch) {
-  const std::uint64_t seed = testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  const auto batch = testing::check_q8_matvec(Device::cpu, 37, 96, 11, 2, seed);
-  const auto alone = testing::check_q8_matvec(Device::cpu, 37, 96, 1, 2, seed);
-  EXPECT_TRUE(testing::bitwise_equal(testing::float_row(batch, 0, 37), alone));
+  testing::for_each_simd_target([] {
+    const std::uint64_t seed = testing::fresh_seed();
+    SCOPED_TRACE(seed);
+    const auto batch = testing::check_q8_matvec(Device::cpu, 37, 96, 11, 2, seed);
+    const auto alone = testing::check_q8_matvec(Device::cpu, 37, 96, 1, 2, seed);
+    EXPECT_TRUE(testing::bitwise_equal(testing::float_row(batch, 0, 37), alone));
+  });
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #include "test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+
+#include "hwy/targets.h"
 
 namespace turbodecode::testing {
 
@@ -23,6 +27,17 @@ std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float stddev) {
   std::vector<float> out(n);
   for (auto& v : out) v = dist(rng);
   return out;
+}
+
+void for_each_simd_target(const std::function<void()>& body) {
+  struct BestTargetAfterwards {
+    ~BestTargetAfterwards() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(std::string("SIMD target ") + hwy::TargetName(target));
+    body();
+  }
 }
 
 Buffer to_device(Device device, const void* data, std::int64_t bytes) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,11 @@ namespace turbodecode::testing {
 std::uint64_t fresh_seed();
 
 std::vector<float> gaussian(std::size_t n, std::uint64_t seed, float stddev = 1.0f);
+
+// Runs body() once for each SIMD target the library is compiled for and this CPU supports
+// (the CPU backend dispatches at run time, so otherwise only the best one would be tested),
+// with the target's name in SCOPED_TRACE. Dispatch picks the best target again afterwards.
+void for_each_simd_target(const std::function<void()>& body);
 
 // Copies host data into a new buffer on `device`.
 Buffer to_device(Device device, const void* data, std::int64_t bytes);

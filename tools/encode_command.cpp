@@ -3,6 +3,7 @@
 // optionally saving codes, side values (TQ norms, FP8 scales) and the decoded tensor.
 #include <fmt/format.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "device_tensor.h"
 #include "fidelity.h"
 #include "global_options.h"
+#include "option_checks.h"
 #include "tensor_files.h"
 #include "turbodecode/tq_codec.h"
 
@@ -115,7 +117,6 @@ void report(const EncodeOptions& options, const HostTensor& input,
 // shape.
 void write_outputs(const std::string& path, const HostTensor& input,
                    std::vector<FormatRoundTrip>& trips) {
-  check_arg(path.ends_with(".safetensors"), "--output", "must be a .safetensors file");
   std::vector<std::int64_t> leading(input.shape.begin(), input.shape.end() - 1);
   NamedTensors tensors;
   for (FormatRoundTrip& trip : trips) {
@@ -133,10 +134,13 @@ void write_outputs(const std::string& path, const HostTensor& input,
 }
 
 void run_encode(const EncodeOptions& options) {
+  check_arg(options.output.empty() || options.output.ends_with(".safetensors"), "--output",
+            "must be a .safetensors file");
   const HostTensor input = read_tensor_file(options.input, options.name);
   check_arg(!input.shape.empty(), options.input, "needs at least one dimension (rows of D values)");
+  check_arg(input.shape.back() == 256 || input.shape.back() == 512, options.input,
+            "last dimension (D) must be 256 or 512");
   const auto dim = static_cast<int>(input.shape.back());
-  check_arg(dim == 256 || dim == 512, options.input, "last dimension (D) must be 256 or 512");
   const std::int64_t rows = input.numel() / dim;
   check_arg(rows > 0, options.input, "holds no rows");
   const std::vector<float> original = values_as_f32(input, options.input);
@@ -153,31 +157,33 @@ void run_encode(const EncodeOptions& options) {
 
 }  // namespace
 
-void register_encode_command(CLI::App& app) {
-  static EncodeOptions options;
+Command register_encode_command(CLI::App& app) {
+  auto options_ptr = std::make_shared<EncodeOptions>();
+  EncodeOptions& options = *options_ptr;
   CLI::App* command = add_command(
       app, "encode",
       "Round-trip a tensor's rows (last dimension D = 256 or 512) through the row codec "
       "(FP8 and TurboQuant-HB formats) and report cosine, relative L2 and max abs error per "
-      "format",
-      options, run_encode);
+      "format");
   command->add_option("input", options.input, "Input tensor file (.npy or .safetensors)")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("--name", options.name,
                       "Tensor to read from a .safetensors file (optional if it holds one)");
   command->add_option("--format", options.format, "fp8, tq3, tq4, tq5, tq6, tq8, or all")
+      ->check(CLI::IsMember({"all"}) | row_format_name())
       ->capture_default_str();
   command->add_option("--bits", options.bits, "Shorthand for --format tqBITS")
       ->check(CLI::IsMember({3, 4, 5, 6, 8}));
   command
       ->add_option("--scale-factor-d512", options.scale_factor_d512,
                    "Scale factor sf of D = 512 rows (SPEC 1.2)")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_positive())
       ->capture_default_str();
   command->add_option("--output", options.output,
                       "Write <format>.codes, <format>.norms (FP8: <format>.scales) and "
                       "<format>.decoded to this .safetensors file");
+  return {command, [options_ptr] { run_encode(*options_ptr); }};
 }
 
 }  // namespace turbodecode::cli

@@ -16,8 +16,15 @@ GlobalOptions& mutable_options() {
 
 }  // namespace
 
+CLI::App* add_command(CLI::App& app, const char* name, const char* description) {
+  CLI::App* command = app.add_subcommand(name, description);
+  command->footer(kGlobalOptionsFooter);
+  return command;
+}
+
 void add_global_options(CLI::App& app) {
   GlobalOptions& options = mutable_options();
+  options = GlobalOptions{};
   app.add_option_function<std::string>(
          "--device",
          [&options](const std::string& name) {
@@ -28,7 +35,7 @@ void add_global_options(CLI::App& app) {
       ->default_str("cpu");
   app.add_option("--threads", options.threads,
                  "CPU worker threads (0: $TURBODECODE_THREADS, else all hardware threads)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1024))
       ->default_val(0);
   app.add_option("--seed", options.seed, "Seed of every random input the CLI generates")
       ->capture_default_str();

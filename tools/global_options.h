@@ -21,19 +21,12 @@ inline constexpr const char* kGlobalOptionsFooter =
     "Global options (see turbodecode --help) apply here too: --device cpu|cuda, --threads N, "
     "--seed S, --json.";
 
-// Adds subcommand `name`, its help ending with kGlobalOptionsFooter; once parsed it runs
-// `run(options)`. `options` must outlive the app (the subcommands keep theirs in a static).
-template <class Options>
-CLI::App* add_command(CLI::App& app, const char* name, const char* description,
-                      const Options& options, void (*run)(const Options&)) {
-  CLI::App* command = app.add_subcommand(name, description);
-  command->footer(kGlobalOptionsFooter);
-  command->callback([&options, run] { run(options); });
-  return command;
-}
+// Adds subcommand `name`, its help ending with kGlobalOptionsFooter.
+CLI::App* add_command(CLI::App& app, const char* name, const char* description);
 
 // Adds --device, --threads, --seed and --json to the top-level app (subcommands see them
-// through CLI11's fallthrough, so they may follow the subcommand name).
+// through CLI11's fallthrough, so they may follow the subcommand name), resetting their values
+// to the defaults.
 void add_global_options(CLI::App& app);
 
 // The parsed values; valid once CLI11 has parsed the command line.

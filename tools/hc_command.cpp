@@ -230,9 +230,27 @@ double time_us(int repeats, Step step) {
   return elapsed.count() / repeats;
 }
 
+// SPEC §7.1: the flags size every tensor of the layer; each stays within 2^26 values.
+constexpr std::int64_t kMaxTensorValues = std::int64_t{1} << 26;
+
+void check_sizes(const HcOptions& o) {
+  check_arg(o.shared_width % kQ8BlockValues == 0, "--shared-width",
+            "must be a multiple of 32 (whole Q8_0 blocks), not " + std::to_string(o.shared_width));
+  check_arg(product_at_most({o.rows, o.n_hc, o.embd}, kMaxTensorValues), "--rows",
+            "the HC state of --rows x --n-hc x --embd values may hold at most 2^26 values");
+  check_arg(product_at_most({hc_mix_width(o.n_hc), o.n_hc, o.embd}, kMaxTensorValues), "--embd",
+            "the mix matrix of M x --n-hc x --embd values may hold at most 2^26 values");
+  check_arg(product_at_most({o.embd, o.shared_width}, kMaxTensorValues), "--shared-width",
+            "the shared-expert matrix of --embd x --shared-width values may hold at most 2^26 "
+            "values");
+  check_arg(product_at_most({o.rows, o.shared_width}, kMaxTensorValues), "--rows",
+            "the shared-expert input of --rows x --shared-width values may hold at most 2^26 "
+            "values");
+}
+
 void run_hc(const HcOptions& o) {
   const GlobalOptions& g = global_options();
-  check_arg(o.repeats >= 1, "--repeats", "must be at least 1");
+  check_sizes(o);
   std::mt19937_64 rng(g.seed);
   const Layer layer(g.device, o, rng);
   layer.run();
@@ -274,22 +292,31 @@ void run_hc(const HcOptions& o) {
 
 }  // namespace
 
-void register_hc_command(CLI::App& app) {
+Command register_hc_command(CLI::App& app) {
   auto options = std::make_shared<HcOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "hc",
+  CLI::App* cmd = add_command(
+      app, "hc",
       "Run one DeepSeek-V4 layer's hyper-connection chain (attention HC-pre, HC-post, FFN "
       "HC-pre, HC-post with a Q8_0 shared-expert matvec) on random weights; print agreement "
-      "with the double-precision oracle and timings");
-  cmd->footer(kGlobalOptionsFooter);
-  cmd->add_option("--n-hc", options->n_hc, "HC streams (1..16)")->capture_default_str();
-  cmd->add_option("--embd", options->embd, "stream width E")->capture_default_str();
-  cmd->add_option("--rows,-T", options->rows, "token rows T (1 = decode)")->capture_default_str();
+      "with the double-precision oracle and timings. Every tensor of the layer holds at most "
+      "2^26 values");
+  cmd->add_option("--n-hc", options->n_hc, "HC streams")
+      ->check(CLI::Range(1, kMaxHcStreams))
+      ->capture_default_str();
+  cmd->add_option("--embd", options->embd, "stream width E")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--rows,-T", options->rows, "token rows T (1 = decode)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
   cmd->add_option("--shared-width", options->shared_width,
                   "shared-expert hidden width (Q8_0 matvec input, multiple of 32)")
+      ->check(CLI::Range(std::int64_t{32}, std::int64_t{1} << 16))
       ->capture_default_str();
-  cmd->add_option("--repeats", options->repeats, "timed calls per step")->capture_default_str();
-  cmd->callback([options] { run_hc(*options); });
+  cmd->add_option("--repeats", options->repeats, "timed calls per step")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  return {cmd, [options] { run_hc(*options); }};
 }
 
 }  // namespace turbodecode::cli

@@ -26,6 +26,10 @@ std::string names_of(const NamedTensors& tensors) {
 
 }  // namespace
 
+void check_tensor_file_name(const std::string& path) {
+  file_kind(path);
+}
+
 std::optional<HostTensor> find_tensor(const NamedTensors& tensors, const std::string& name) {
   for (const auto& [tensor_name, tensor] : tensors) {
     if (tensor_name == name) return tensor;

@@ -11,6 +11,9 @@
 
 namespace turbodecode::cli {
 
+// Throws InvalidArgument(path, ...) unless the path ends in .npy or .safetensors.
+void check_tensor_file_name(const std::string& path);
+
 // Reads a .npy file, or tensor `name` of a .safetensors file (any name when the file holds a
 // single tensor and `name` is empty). The extension decides the format.
 HostTensor read_tensor_file(const std::string& path, const std::string& name);

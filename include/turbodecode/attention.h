@@ -58,7 +58,8 @@ struct DecodePlan {
 };
 
 // Validates the cache configuration and options, picks the chunk policy for the cache's device
-// and sizes the workspace for up to `max_queries` query rows per run.
+// and sizes the workspace for up to `max_queries` query rows per run
+// (max_queries · n_heads at most 2^24).
 DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries);
 

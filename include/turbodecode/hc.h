@@ -28,7 +28,7 @@ inline constexpr int kMaxHcStreams = 16;
 struct HcParams {
   int n_hc = 4;              // streams, 1..16 (4 is the fast path)
   std::int64_t embd = 4096;  // E, width of one stream
-  int sinkhorn_iters = 20;   // >= 1; the last step is always a column normalisation
+  int sinkhorn_iters = 20;   // 1..1000; the last step is always a column normalisation
   float eps = 1e-6f;         // split ε (pre offset and Sinkhorn denominators)
   float norm_eps = 1e-6f;    // ε_rms of the RMSNorms (norm-mix and the collapsed row)
 };

@@ -19,7 +19,8 @@ struct HostTensor {
   std::vector<std::int64_t> shape;
   std::vector<std::byte> bytes;
 
-  // A zero-filled tensor of `shape`.
+  // A zero-filled tensor of `shape`; throws InvalidArgument("shape") for a negative extent or
+  // more than 2^62 bytes.
   static HostTensor zeros(DType dtype, std::vector<std::int64_t> shape);
   // A tensor holding a copy of numel(shape) elements of `dtype` at `data`.
   static HostTensor copy_of(const void* data, DType dtype, std::vector<std::int64_t> shape);
@@ -34,7 +35,8 @@ using NamedTensors = std::vector<std::pair<std::string, HostTensor>>;
 
 // .npy format versions 1, 2 and 3; dtypes '<f4', '<f2', '|u1', '<i4'; C order only. Errors
 // (unreadable file, truncated data, bad header, unsupported dtype, Fortran order) throw
-// InvalidArgument naming the file. bf16 has no .npy dtype: write_npy rejects it.
+// InvalidArgument naming the file; a header's shape is checked against the bytes the file holds
+// before anything is allocated for it. bf16 has no .npy dtype: write_npy rejects it.
 HostTensor read_npy(const std::filesystem::path& path);
 void write_npy(const std::filesystem::path& path, const HostTensor& tensor);
 

@@ -35,7 +35,9 @@ struct KvCacheConfig {
   std::int64_t pages = 0;
 };
 
-// Throws InvalidArgument naming the first field that breaks a rule.
+// Throws InvalidArgument naming the first field that breaks a rule. Limits: slots, capacity and
+// pages below 2^31 (slot ids, positions and block table entries are i32), the whole storage at
+// most 2^48 bytes.
 void validate_config(const KvCacheConfig& config);
 // Bytes one position of one KV head occupies (K + V + norms or scales).
 std::int64_t bytes_per_position(const KvCacheConfig& config);

@@ -16,7 +16,8 @@ constexpr std::int64_t q8_row_bytes(std::int64_t cols) {
   return cols / kQ8BlockValues * kQ8BlockBytes;
 }
 
-// Quantizes f32 rows [rows, cols] to Q8_0 u8 [rows, q8_row_bytes(cols)] on the CPU:
+// Quantizes f32 rows [rows, cols] (cols a positive multiple of 32) to Q8_0 u8
+// [rows, q8_row_bytes(cols)] on the CPU:
 // d = max|x| / 127 (as f16), q = round(x / d).
 void quantize_q8_0(const TensorView& src, const TensorView& dst);
 

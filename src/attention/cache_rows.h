@@ -4,13 +4,17 @@
 
 #include <cstdint>
 
-#include "attention/row_simd.h"
 #include "cache/row_location.h"
 #include "tq/codec_math.h"
 #include "tq/tables.h"
 #include "turbodecode/kv_cache.h"
 
 namespace turbodecode::attention {
+
+// The FP8 reader (row_readers-inl.h) yields E4M3 values / 256; the row's scale times 256 makes
+// up for it. Both factors are powers of two and the scale a finite f32 ≤ f32 max / 448, so
+// (scale · 256) · (e / 256) rounds as scale · e does.
+inline constexpr float kFp8ReaderScale = 256.0f;
 
 // One side (K or V) of the cache. A TQ row decodes to codebook values times one scale per part
 // (the whole row at D = 256, each half at D = 512); an FP8 row to E4M3 values times its one
@@ -53,7 +57,7 @@ class CacheRows {
     const float* norm = norms_ + at.block * norms_strides_[0] + head * norms_strides_[1] +
                         at.row * norms_strides_[2];
     if (format_ == RowFormat::fp8) {
-      scales[0] = norm[0];
+      scales[0] = norm[0] * kFp8ReaderScale;
     } else if (parts_ == 1) {
       scales[0] = tq::d256_decode_scale(norm[0]);
     } else {
@@ -62,27 +66,8 @@ class CacheRows {
     }
   }
 
-  // Calls body(reader) with the simd reader of this side's format (row_simd.h): one format
-  // switch per tile, not per row.
-  template <class Body>
-  void with_reader(const Body& body) const {
-    switch (format_) {
-      case RowFormat::f16:
-        return body(simd::F16Reader{});
-      case RowFormat::fp8:
-        return body(simd::Fp8Reader{});
-      case RowFormat::tq3:
-        return body(simd::CodeReader<3>{codebook_});
-      case RowFormat::tq4:
-        return body(simd::CodeReader<4>(codebook_));
-      case RowFormat::tq5:
-        return body(simd::CodeReader<5>{codebook_});
-      case RowFormat::tq6:
-        return body(simd::CodeReader<6>{codebook_});
-      default:
-        return body(simd::CodeReader<8>{codebook_});
-    }
-  }
+  RowFormat format() const { return format_; }
+  const float* codebook() const { return codebook_; }
 
  private:
   RowFormat format_;

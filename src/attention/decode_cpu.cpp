@@ -10,8 +10,13 @@
 // A head's scores are summed in one order whatever heads share its block, its softmax and sums
 // skip the positions its row does not see, and its chunks and tiles are aligned on absolute
 // positions: its result is bitwise the same alone, in a run, in any batch and on any number of
-// threads.
+// threads. The passes are compiled once per Highway target; run_decode_cpu runs the best one
+// the CPU supports.
 #include "attention/decode_cpu.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention/decode_cpu.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
 #include <cmath>
@@ -20,13 +25,19 @@
 
 #include "attention/cache_rows.h"
 #include "attention/cpu_work.h"
-#include "attention/row_simd.h"
+#include "attention/row_accumulate-inl.h"
+#include "attention/row_dots-inl.h"
+#include "attention/row_readers-inl.h"
+#include "attention/score_softmax-inl.h"
 #include "attention/state.h"
 #include "attention/workspace.h"
 #include "common/thread_pool.h"
+#include "hwy/highway.h"
 #include "tq/codec_cpu.h"
 
-namespace turbodecode::attention {
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::attention::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 namespace {
 
 // Positions scored before their V rows are accumulated: one max/rescale per tile and head.
@@ -102,6 +113,29 @@ struct ItemScratch {
   }
 };
 
+// Calls body(reader) with the reader of a side's row format (row_readers-inl.h): one format
+// switch per tile, not per row.
+template <class Body>
+void with_reader(const CacheRows& side, const Body& body) {
+  const float* codebook = side.codebook();
+  switch (side.format()) {
+    case RowFormat::f16:
+      return body(simd::F16Reader{});
+    case RowFormat::fp8:
+      return body(simd::Fp8Reader{});
+    case RowFormat::tq3:
+      return body(simd::CodeReader<3>{codebook});
+    case RowFormat::tq4:
+      return body(simd::CodeReader<4>{codebook});
+    case RowFormat::tq5:
+      return body(simd::CodeReader<5>{codebook});
+    case RowFormat::tq6:
+      return body(simd::CodeReader<6>{codebook});
+    default:
+      return body(simd::CodeReader<8>{codebook});
+  }
+}
+
 float soft_capped(float score, float softcap) {
   return softcap > 0.0f ? softcap * std::tanh(score / softcap) : score;
 }
@@ -113,22 +147,25 @@ template <int Heads, int Rows, class Reader>
 void score_block(const DecodeJob& job, const Reader& reader, const Tile& tile, int first_head,
                  int t, ItemScratch& scratch) {
   const int part = job.k.part_length();
-  __m128 dots[Rows];
-  for (int r = 0; r < Rows; ++r) dots[r] = _mm_setzero_ps();
+  float dots[Rows * Heads] = {};
   for (int b = 0; b < job.k.parts(); ++b) {
-    __m128 part_dots[Rows];
-    simd::dot_rows<Heads, Rows>(reader, tile.k_rows + t, scratch.active_queries.data() + first_head,
-                                b * part, part, part_dots);
+    float part_dots[Rows * Heads];
+    simd::dot_rows<Heads, Rows>(simd::RowTag(), reader, tile.k_rows + t,
+                                scratch.active_queries.data() + first_head, b * part, part,
+                                part_dots);
     for (int r = 0; r < Rows; ++r) {
-      dots[r] = _mm_fmadd_ps(_mm_set1_ps(tile.k_scales[t + r][b]), part_dots[r], dots[r]);
+      for (int h = 0; h < Heads; ++h) {
+        // One rounding, explicitly: a contracted or uncontracted a += b·c could differ
+        // between block shapes.
+        dots[r * Heads + h] =
+            std::fma(tile.k_scales[t + r][b], part_dots[r * Heads + h], dots[r * Heads + h]);
+      }
     }
   }
   for (int r = 0; r < Rows; ++r) {
-    float values[4];
-    _mm_storeu_ps(values, dots[r]);
     for (int h = 0; h < Heads; ++h) {
       scratch.head_scores(first_head + h)[t + r] =
-          soft_capped(values[h] * job.plan.options.scale, job.plan.options.softcap);
+          soft_capped(dots[r * Heads + h] * job.plan.options.scale, job.plan.options.softcap);
     }
   }
 }
@@ -149,7 +186,7 @@ void score_heads(const DecodeJob& job, const Reader& reader, const Tile& tile, i
 // Scores of every active head against the tile's K rows; a head's positions outside its own
 // row's range become −inf, so they weigh nothing and never reach its max.
 void score_tile(const DecodeJob& job, const Tile& tile, ItemScratch& scratch) {
-  job.k.with_reader([&](const auto& reader) {
+  with_reader(job.k, [&](const auto& reader) {
     for (int a = 0; a < scratch.active_heads;) {
       const int left = scratch.active_heads - a;
       if (left >= 4) {
@@ -179,11 +216,11 @@ void update_softmax(const DecodeJob& job, ItemScratch& scratch) {
     const auto head = static_cast<std::size_t>(scratch.active[a]);
     float* scores = scratch.head_scores(a);
     const float m_old = scratch.m[head];
-    const float tile_max = simd::max(scores, kTilePositions);
+    const float tile_max = simd::max(simd::RowTag(), scores, kTilePositions);
     const float m_new = std::isnan(tile_max) ? tile_max : std::fmax(m_old, tile_max);
     const float correction = merge_weight(m_old, m_new);
-    if (correction != 1.0f) simd::scale(correction, scratch.active_o[a], dim);
-    simd::exp_shifted(scores, m_new, kTilePositions);
+    if (correction != 1.0f) simd::scale(simd::RowTag(), correction, scratch.active_o[a], dim);
+    simd::exp_shifted(simd::RowTag(), scores, m_new, kTilePositions);
     float l = scratch.l[head] * correction;
     for (int t = scratch.begin[a]; t < scratch.end[a]; ++t) l += scores[t];
     scratch.m[head] = m_new;
@@ -205,12 +242,13 @@ void accumulate_part(const DecodeJob& job, const Values& value, const float* coe
     const float* block_coefs = coefs + static_cast<std::ptrdiff_t>(a) * kTilePositions;
     const int* begin = scratch.begin.data() + a;
     const int* end = scratch.end.data() + a;
+    const simd::RowTag d;
     if (block == 4) {
-      simd::accumulate_tile<4, 2>(value, begin, end, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<4, 2>(d, value, begin, end, block_coefs, kTilePositions, o, part);
     } else if (block == 2) {
-      simd::accumulate_tile<2, 4>(value, begin, end, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<2, 4>(d, value, begin, end, block_coefs, kTilePositions, o, part);
     } else {
-      simd::accumulate_tile<1, 4>(value, begin, end, block_coefs, kTilePositions, o, part);
+      simd::accumulate_tile<1, 4>(d, value, begin, end, block_coefs, kTilePositions, o, part);
     }
     a += block;
   }
@@ -227,6 +265,8 @@ void accumulate_values(const DecodeJob& job, const Tile& tile, ItemScratch& scra
   const int part = job.v.part_length();
   const int parts = job.v.parts();
   const int heads = scratch.active_heads;
+  const simd::RowTag d;
+  const int lanes = static_cast<int>(hn::Lanes(d));
   for (int b = 0; b < parts; ++b) {
     for (int a = 0; a < heads; ++a) {
       const float* weights = scratch.head_scores(a);
@@ -241,32 +281,32 @@ void accumulate_values(const DecodeJob& job, const Tile& tile, ItemScratch& scra
   const std::uint8_t* const* rows = tile.v_rows;
   if (heads > 4 && heads != 8) {
     float* buffer = scratch.v_tile.data();
-    job.v.with_reader([&](const auto& reader) {
+    with_reader(job.v, [&](const auto& reader) {
       for (int t = tile.first; t < tile.last; ++t) {
-        for (int j = 0; j < dim; j += 8) {
-          _mm256_storeu_ps(buffer + static_cast<std::ptrdiff_t>(t) * dim + j,
-                           reader.load(rows[t], j));
+        for (int j = 0; j < dim; j += lanes) {
+          hn::StoreU(reader.load(d, rows[t], j), d,
+                     buffer + static_cast<std::ptrdiff_t>(t) * dim + j);
         }
       }
     });
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const auto from_buffer = [buffer, dim, begin](int t, int j) {
-        return _mm256_loadu_ps(buffer + static_cast<std::ptrdiff_t>(t) * dim + begin + j);
+      const auto from_buffer = [d, buffer, dim, begin](int t, int j) {
+        return hn::LoadU(d, buffer + static_cast<std::ptrdiff_t>(t) * dim + begin + j);
       };
       accumulate_part(job, from_buffer, part_coefs(b), scratch, begin);
     }
     return;
   }
-  job.v.with_reader([&](const auto& reader) {
+  with_reader(job.v, [&](const auto& reader) {
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const auto direct = [&](int t, int j) { return reader.load(rows[t], begin + j); };
+      const auto direct = [&](int t, int j) { return reader.load(d, rows[t], begin + j); };
       if (heads == 8) {
         float* o[8];
         for (int a = 0; a < 8; ++a) o[a] = scratch.active_o[a] + begin;
-        simd::accumulate_tile<8, 1>(direct, scratch.begin.data(), scratch.end.data(), part_coefs(b),
-                                    kTilePositions, o, part);
+        simd::accumulate_tile<8, 1>(d, direct, scratch.begin.data(), scratch.end.data(),
+                                    part_coefs(b), kTilePositions, o, part);
       } else {
         accumulate_part(job, direct, part_coefs(b), scratch, begin);
       }
@@ -382,9 +422,10 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
   for (int c = 0; c < chunks; ++c) {
     const float weight = merge_weight(states[c].m, m);
     l += weight * states[c].l;
-    simd::axpy(weight, job.layout.partial_o(job.workspace, query, head, c), result, dim);
+    simd::axpy(simd::RowTag(), weight, job.layout.partial_o(job.workspace, query, head, c), result,
+               dim);
   }
-  simd::scale(output_scale(l), result, dim);
+  simd::scale(simd::RowTag(), output_scale(l), result, dim);
   if (job.lse.present()) {
     job.lse.as<float>()[query * job.lse.strides[0] + head * job.lse.strides[1]] =
         l == 0.0f ? -INFINITY : m + std::log(l);
@@ -396,6 +437,7 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
 
 }  // namespace
 
+// The per-target body of run_decode_cpu (decode_cpu.h).
 void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                     const TensorView& lse, const TensorView& workspace) {
@@ -444,4 +486,19 @@ void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const Tens
   });
 }
 
+}  // namespace turbodecode::attention::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace turbodecode::attention {
+
+HWY_EXPORT(run_decode_cpu);
+
+void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                    const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
+                    const TensorView& lse, const TensorView& workspace) {
+  HWY_DYNAMIC_DISPATCH(run_decode_cpu)(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
+}
+
 }  // namespace turbodecode::attention
+#endif  // HWY_ONCE

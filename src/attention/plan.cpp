@@ -26,6 +26,9 @@ constexpr attention::ChunkLimits kCpuChunkLimits{512, 17};
 // Upper bound of any row's chunk count with fixed_chunk_positions: keeps the workspace a plan
 // asks for sane.
 constexpr std::int64_t kMaxFixedChunks = 4096;
+// Query head rows one run may hold: keeps the workspace size within int64 for every chunk
+// count and head dim.
+constexpr std::int64_t kMaxQueryRows = std::int64_t{1} << 24;
 
 // The most positions any row of this cache and mask sees.
 std::int64_t longest_visible(const KvCacheConfig& cache, const DecodeOptions& options) {
@@ -93,6 +96,8 @@ void validate_options(const KvCacheConfig& cache, const DecodeOptions& options,
   check_arg(std::isfinite(options.softcap) && options.softcap >= 0.0f, "options.softcap",
             "must be finite and >= 0 (0 means off)");
   check_arg(max_queries > 0, "max_queries", "must be positive");
+  check_arg(product_at_most({max_queries, options.n_heads}, kMaxQueryRows), "max_queries",
+            "times options.n_heads must be at most 2^24 (query head rows of one run)");
   validate_query_tokens(cache, options);
   check_arg(max_queries >= options.query_tokens, "max_queries",
             "must be at least options.query_tokens");
@@ -122,7 +127,6 @@ std::int64_t DecodePlan::chunk_positions(std::int64_t visible) const {
       {min_chunk_positions, max_chunks, options.fixed_chunk_positions}, visible);
 }
 
-
 DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
                        std::int64_t max_queries) {
   validate_config(cache);
@@ -137,8 +141,8 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
   }
   plan.max_queries = max_queries;
 
-  const bool on_cuda = cache.device == Device::cuda;
 #ifdef TURBODECODE_WITH_CUDA
+  const bool on_cuda = cache.device == Device::cuda;
   const attention::ChunkLimits limits =
       on_cuda ? cuda::chunk_limits(cache.head_dim) : kCpuChunkLimits;
 #else

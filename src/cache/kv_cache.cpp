@@ -28,6 +28,14 @@ std::int64_t align_up(std::int64_t bytes) {
   return (bytes + kPartAlignmentBytes - 1) / kPartAlignmentBytes * kPartAlignmentBytes;
 }
 
+// Far beyond any device; keeps every size computed from a configuration within int64.
+constexpr std::int64_t kMaxStorageBytes = std::int64_t{1} << 48;
+
+std::int64_t position_bytes(const KvCacheConfig& c) {
+  return row_bytes(c.k_format, c.head_dim) + norm_bytes(c.k_format, c.head_dim) +
+         row_bytes(c.v_format, c.head_dim) + norm_bytes(c.v_format, c.head_dim);
+}
+
 // Byte offsets of the four parts of a cache's storage, and its total size.
 struct StorageLayout {
   std::int64_t k = 0, k_norms = 0, v = 0, v_norms = 0, total = 0;
@@ -84,6 +92,18 @@ void validate_paging(const KvCacheConfig& config) {
   check_arg(config.pages <= INT32_MAX, "pages", "must fit in a 32-bit block table entry");
 }
 
+// The storage is bounded before anything is sized from it; the blame goes to the field that
+// multiplies it last (capacity for a contiguous cache, pages for a paged one).
+void check_storage_bytes(const KvCacheConfig& config) {
+  const cache::StorageGrid g = cache::storage_grid(config);
+  const bool paged = config.page_size > 0;
+  check_arg(
+      product_at_most({g.blocks, g.heads, g.block_rows, position_bytes(config)}, kMaxStorageBytes),
+      paged ? "pages" : "capacity",
+      std::string(paged ? "pages x n_kv_heads x page_size" : "slots x n_kv_heads x capacity") +
+          " x bytes per position must be at most 2^48");
+}
+
 }  // namespace
 
 void validate_config(const KvCacheConfig& config) {
@@ -98,9 +118,11 @@ void validate_config(const KvCacheConfig& config) {
   check_arg(is_known_format(config.v_format), "v_format", "is not a known row format");
   check_arg(std::isfinite(config.scale_factor_d512) && config.scale_factor_d512 > 0.0f,
             "scale_factor_d512", "must be finite and positive");
-  // Positions are i32, so a linear cache can never use rows beyond that range.
+  // Positions and slot ids are i32, so a cache can never use rows or slots beyond that range.
   check_arg(config.capacity <= INT32_MAX, "capacity", "must fit in a 32-bit position");
+  check_arg(config.slots <= INT32_MAX, "slots", "must fit in a 32-bit slot id");
   validate_paging(config);
+  check_storage_bytes(config);
   check_backend(config.device);
 }
 
@@ -110,9 +132,7 @@ std::int64_t pages_per_slot(const KvCacheConfig& config) {
 
 std::int64_t bytes_per_position(const KvCacheConfig& config) {
   validate_config(config);
-  return row_bytes(config.k_format, config.head_dim) +
-         norm_bytes(config.k_format, config.head_dim) +
-         row_bytes(config.v_format, config.head_dim) + norm_bytes(config.v_format, config.head_dim);
+  return position_bytes(config);
 }
 
 KvCache::KvCache(const KvCacheConfig& config) {

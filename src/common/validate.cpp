@@ -14,6 +14,19 @@ std::string shape_string(const TensorView& t) {
   return s + "]";
 }
 
+bool product_at_most(std::span<const std::int64_t> factors, std::int64_t limit) {
+  for (std::int64_t factor : factors) {
+    if (factor < 0) return false;
+    if (factor == 0) return limit >= 0;
+  }
+  std::int64_t product = 1;
+  for (std::int64_t factor : factors) {
+    if (factor > limit / product) return false;
+    product *= factor;
+  }
+  return product <= limit;
+}
+
 void check_backend(Device device) {
 #ifndef TURBODECODE_WITH_CUDA
   if (device == Device::cuda) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,13 @@ inline void check_arg(bool ok, std::string_view argument, std::string_view rule)
 
 // Extent that matches any size in expect_shape.
 inline constexpr std::int64_t kAnyExtent = -1;
+
+// True when the product of `factors` (each >= 0) is at most `limit`, computed without
+// overflow: sizes from files and callers are checked with it before they size anything.
+bool product_at_most(std::span<const std::int64_t> factors, std::int64_t limit);
+inline bool product_at_most(std::initializer_list<std::int64_t> factors, std::int64_t limit) {
+  return product_at_most(std::span<const std::int64_t>(factors.begin(), factors.size()), limit);
+}
 
 // Throws when `device` is CUDA and the CUDA backend was not compiled in.
 void check_backend(Device device);

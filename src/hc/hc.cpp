@@ -93,6 +93,7 @@ void hc_head_weights(const HcParams& params, float post_scale, const TensorView&
 
 HcPrePlan plan_hc_pre(const HcParams& params, std::int64_t max_rows, Device device) {
   check_backend(device);
+  hc::validate_pre_sizes(params, max_rows);
   HcPrePlan plan;
   plan.params = params;
   plan.device = device;

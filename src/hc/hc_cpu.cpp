@@ -1,42 +1,66 @@
+// The CPU backend of the HC operators, compiled once per Highway target; each *_cpu function
+// runs the best one the CPU supports. Vectors run along E; per element, the arithmetic is that
+// of hc_math.h.
 #include "hc/hc_cpu.h"
 
-#include <immintrin.h>
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "hc/hc_cpu.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "common/f16.h"
+#include "common/simd/lane_sums-inl.h"
+#include "common/simd/vector_pack-inl.h"
 #include "common/thread_pool.h"
 #include "hc/hc_math.h"
+#include "hwy/highway.h"
 #include "q8/validate_q8.h"
 
-namespace turbodecode::hc {
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::hc::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using turbodecode::simd::HWY_NAMESPACE::pick;
+using turbodecode::simd::HWY_NAMESPACE::store_lane_sums;
+using turbodecode::simd::HWY_NAMESPACE::unroll;
+using turbodecode::simd::HWY_NAMESPACE::with_vectors;
 namespace {
 
-// Partial sums kept in 8 fixed lanes (element d goes to lane d % 8), added pairwise at the end:
-// vectorisable and independent of threading.
-constexpr int kLanes = 8;
+using HcTag = hn::ScalableTag<float>;
 
-float sum_lanes(float* lanes) {
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-  }
-  return lanes[0];
+// Partial sums kept in the lanes of one vector (element d of a row in lane d % Lanes), added
+// in a fixed tree at the end: vectorised and independent of threading. The products a(e)·b[e]
+// of a row's last elements, which fill no whole vector, go into their lanes one by one.
+template <class D, class Factor>
+HWY_INLINE hn::Vec<D> add_tail_products(D d, hn::Vec<D> sums, std::int64_t from, std::int64_t width,
+                                        const Factor& a, const float* b) {
+  if (from == width) return sums;
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(sums, d, lanes);
+  for (std::int64_t e = from; e < width; ++e) lanes[e - from] = fmaf(a(e), b[e], lanes[e - from]);
+  return hn::Load(d, lanes);
 }
 
-// The partial sums live in a local copy of the lanes so the compiler can keep them in one
-// vector register (the caller's array may alias the inputs as far as it can tell).
-void add_squares(const float* u, std::int64_t width, float* out_lanes) {
-  float lanes[kLanes];
-  std::memcpy(lanes, out_lanes, sizeof lanes);
-  std::int64_t d = 0;
-  for (; d + kLanes <= width; d += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] = fmaf(u[d + l], u[d + l], lanes[l]);
+// sums + the squares of u[0, width), element d in lane d % Lanes.
+hn::Vec<HcTag> add_squares(const float* u, std::int64_t width, hn::Vec<HcTag> sums) {
+  const HcTag d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t e = 0;
+  for (; e + lanes <= width; e += lanes) {
+    const auto v = hn::LoadU(d, u + e);
+    sums = hn::MulAdd(v, v, sums);
   }
-  for (; d < width; ++d) lanes[d % kLanes] = fmaf(u[d], u[d], lanes[d % kLanes]);
-  std::memcpy(out_lanes, lanes, sizeof lanes);
+  return add_tail_products(
+      d, sums, e, width, [&](std::int64_t i) { return u[i]; }, u);
+}
+
+float sum_lanes(hn::Vec<HcTag> sums) {
+  float sum;
+  store_lane_sums(HcTag(), &sum, sums);
+  return sum;
 }
 
 void split_row(const SplitArgs& args, std::int64_t t) {
@@ -47,81 +71,112 @@ void split_row(const SplitArgs& args, std::int64_t t) {
 // out = Σ_h pre[h]·x[h], streams in ascending order, vectorised along d.
 void collapse_row(const CollapseArgs& args, const float* pre, std::int64_t pre_stride,
                   std::int64_t t) {
+  const HcTag d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
   float* out = args.out.row(t);
-  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = 0.0f;
-  for (int h = 0; h < args.n_hc; ++h) {
-    const float w = pre[h * pre_stride];
-    const float* x = args.x.at(t, h);
-    for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_accumulate(out[d], w, x[d]);
+  std::int64_t e = 0;
+  for (; e + lanes <= args.embd; e += lanes) {
+    auto sum = hn::Zero(d);
+    for (int h = 0; h < args.n_hc; ++h) {
+      sum = hn::MulAdd(hn::Set(d, pre[h * pre_stride]), hn::LoadU(d, args.x.at(t, h) + e), sum);
+    }
+    hn::StoreU(sum, d, out + e);
+  }
+  for (; e < args.embd; ++e) {
+    float sum = 0.0f;
+    for (int h = 0; h < args.n_hc; ++h)
+      sum = hc_accumulate(sum, pre[h * pre_stride], args.x.at(t, h)[e]);
+    out[e] = sum;
   }
 }
 
 void rms_norm_row(const RmsNormArgs& args, const float* u, std::int64_t t) {
-  float lanes[kLanes] = {};
-  add_squares(u, args.embd, lanes);
-  const float scale = hc_rms_scale(sum_lanes(lanes), args.embd, args.eps);
+  const HcTag d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const float scale =
+      hc_rms_scale(sum_lanes(add_squares(u, args.embd, hn::Zero(d))), args.embd, args.eps);
   float* out = args.out.row(t);
-  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_rms_apply(u[d], scale, args.weight[d]);
+  std::int64_t e = 0;
+  for (; e + lanes <= args.embd; e += lanes) {
+    const auto normed = hn::Mul(hn::LoadU(d, u + e), hn::Set(d, scale));
+    hn::StoreU(hn::Mul(normed, hn::LoadU(d, args.weight + e)), d, out + e);
+  }
+  for (; e < args.embd; ++e) out[e] = hc_rms_apply(u[e], scale, args.weight[e]);
 }
 
 void expand_stream(const ExpandArgs& args, std::int64_t t, int c) {
+  const HcTag d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
   const float* block = args.block.row(t);
   const float* add = args.add.data != nullptr ? args.add.row(t) : nullptr;
   const float post = args.post.at(t, c);
   float* out = args.out.at(t, c);
-  for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_block_input(block[d], add, d) * post;
-  for (int r = 0; r < args.n_hc; ++r) {
-    const float w = args.comb.at(t, r, c);
-    const float* x = args.x.at(t, r);
-    for (std::int64_t d = 0; d < args.embd; ++d) out[d] = hc_accumulate(out[d], w, x[d]);
+  std::int64_t e = 0;
+  for (; e + lanes <= args.embd; e += lanes) {
+    auto input = hn::LoadU(d, block + e);
+    if (add != nullptr) input = hn::Add(input, hn::LoadU(d, add + e));
+    auto sum = hn::Mul(input, hn::Set(d, post));
+    for (int r = 0; r < args.n_hc; ++r) {
+      sum = hn::MulAdd(hn::Set(d, args.comb.at(t, r, c)), hn::LoadU(d, args.x.at(t, r) + e), sum);
+    }
+    hn::StoreU(sum, d, out + e);
+  }
+  for (; e < args.embd; ++e) {
+    float sum = hc_block_input(block[e], add, e) * post;
+    for (int r = 0; r < args.n_hc; ++r)
+      sum = hc_accumulate(sum, args.comb.at(t, r, c), args.x.at(t, r)[e]);
+    out[e] = sum;
   }
 }
 
 // Row t's raw norm-mix products Σ_i W[k][i]·x_i for outputs k0 .. k0 + count − 1 (count ≤
-// kNormMixGroup). Each output keeps 8 lanes (element d of a stream in lane d % 8, streams in
-// order) in one AVX2 register, F16 weights widened 8 at a time by F16C; one pass over x serves
-// the whole group (a scalar loop converting one weight at a time is several times slower:
-// docs/hc.md, "Tried, not kept").
+// kNormMixGroup). Each output keeps its partial sums in the lanes of one vector (element d of
+// a stream in lane d % Lanes, streams in order), F16 weights widened a vector at a time; one
+// pass over x serves the whole group (a scalar loop converting one weight at a time is several
+// times slower: docs/hc.md, "Tried, not kept").
 constexpr int kNormMixGroup = 8;
 
 void norm_mix_products(const NormMixArgs& args, std::int64_t t, int k0, int count, float* sums) {
-  __m256 acc[kNormMixGroup];
-  for (int j = 0; j < kNormMixGroup; ++j) acc[j] = _mm256_setzero_ps();
+  const HcTag d;
+  const hn::Rebind<hwy::float16_t, HcTag> dh;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
   const auto weight_row = [&](int j, int h) {
     return args.weight + (k0 + j) * args.weight_stride + h * args.embd;
   };
-  for (int h = 0; h < args.n_hc; ++h) {
-    const float* x = args.x.at(t, h);
-    std::int64_t d = 0;
-    for (; d + kLanes <= args.embd; d += kLanes) {
-      const __m256 xv = _mm256_loadu_ps(x + d);
-      for (int j = 0; j < count; ++j) {
-        const __m256 w = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(weight_row(j, h) + d)));
-        acc[j] = _mm256_fmadd_ps(w, xv, acc[j]);
-      }
-    }
-    for (int j = 0; j < count; ++j) {
-      float lanes[kLanes];
-      _mm256_storeu_ps(lanes, acc[j]);
-      for (std::int64_t e = d; e < args.embd; ++e) {
-        lanes[e % kLanes] = fmaf(f16_to_f32(weight_row(j, h)[e]), x[e], lanes[e % kLanes]);
-      }
-      acc[j] = _mm256_loadu_ps(lanes);
-    }
-  }
-  for (int j = 0; j < count; ++j) {
-    float lanes[kLanes];
-    _mm256_storeu_ps(lanes, acc[j]);
-    sums[j] = sum_lanes(lanes);
-  }
+  with_vectors<kNormMixGroup>(
+      [&](auto) TD_INLINE_LAMBDA { return hn::Zero(d); },
+      [&](auto&... acc) TD_INLINE_LAMBDA {
+        for (int h = 0; h < args.n_hc; ++h) {
+          const float* x = args.x.at(t, h);
+          std::int64_t e = 0;
+          for (; e + lanes <= args.embd; e += lanes) {
+            const auto xv = hn::LoadU(d, x + e);
+            unroll<kNormMixGroup>([&](auto j) TD_INLINE_LAMBDA {
+              if (j >= count) return;
+              const auto* w = reinterpret_cast<const hwy::float16_t*>(weight_row(j, h) + e);
+              auto& sum = pick<j>(acc...);
+              sum = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w)), xv, sum);
+            });
+          }
+          unroll<kNormMixGroup>([&](auto j) TD_INLINE_LAMBDA {
+            if (j >= count) return;
+            auto& sum = pick<j>(acc...);
+            sum = add_tail_products(
+                d, sum, e, args.embd,
+                [&](std::int64_t i) { return f16_to_f32(weight_row(j, h)[i]); }, x);
+          });
+        }
+        float group_sums[kNormMixGroup];
+        store_lane_sums(d, group_sums, acc...);
+        std::copy_n(group_sums, count, sums);
+      });
 }
 
 // Σ_i x_i² of row t, in the lanes of add_squares, streams in order.
 float norm_mix_squares(const NormMixArgs& args, std::int64_t t) {
-  float lanes[kLanes] = {};
-  for (int h = 0; h < args.n_hc; ++h) add_squares(args.x.at(t, h), args.embd, lanes);
-  return sum_lanes(lanes);
+  auto sums = hn::Zero(HcTag());
+  for (int h = 0; h < args.n_hc; ++h) sums = add_squares(args.x.at(t, h), args.embd, sums);
+  return sum_lanes(sums);
 }
 
 }  // namespace
@@ -200,6 +255,42 @@ void norm_mix_cpu(const NormMixArgs& args) {
   }
 }
 
+}  // namespace turbodecode::hc::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace turbodecode::hc {
+
+HWY_EXPORT(split_cpu);
+HWY_EXPORT(collapse_cpu);
+HWY_EXPORT(rms_norm_cpu);
+HWY_EXPORT(split_collapse_cpu);
+HWY_EXPORT(expand_cpu);
+HWY_EXPORT(head_weights_cpu);
+HWY_EXPORT(norm_mix_cpu);
+
+void split_cpu(const SplitArgs& args) {
+  HWY_DYNAMIC_DISPATCH(split_cpu)(args);
+}
+void collapse_cpu(const CollapseArgs& args) {
+  HWY_DYNAMIC_DISPATCH(collapse_cpu)(args);
+}
+void rms_norm_cpu(const RmsNormArgs& args) {
+  HWY_DYNAMIC_DISPATCH(rms_norm_cpu)(args);
+}
+void split_collapse_cpu(const SplitCollapseArgs& args) {
+  HWY_DYNAMIC_DISPATCH(split_collapse_cpu)(args);
+}
+void expand_cpu(const ExpandArgs& args) {
+  HWY_DYNAMIC_DISPATCH(expand_cpu)(args);
+}
+void head_weights_cpu(const HeadWeightsArgs& args) {
+  HWY_DYNAMIC_DISPATCH(head_weights_cpu)(args);
+}
+void norm_mix_cpu(const NormMixArgs& args) {
+  HWY_DYNAMIC_DISPATCH(norm_mix_cpu)(args);
+}
+
 void pre_cpu(const PreArgs& args) {
   norm_mix_cpu(args.norm_mix);
   split_collapse_cpu(args.split_collapse);
@@ -211,3 +302,4 @@ void expand_q8_cpu(const ExpandQ8Args& args) {
 }
 
 }  // namespace turbodecode::hc
+#endif  // HWY_ONCE

@@ -11,6 +11,8 @@
 namespace turbodecode::hc {
 namespace {
 
+// Far beyond the 20 of DeepSeek-V4; bounds the serial part of a split.
+constexpr int kMaxSinkhornIters = 1000;
 // Row groups lie on the CUDA grid's y axis.
 constexpr std::int64_t kMaxPreRows = std::int64_t{65535} * kPreGroupRows;
 
@@ -18,9 +20,10 @@ void check_params(const HcParams& params) {
   check_arg(params.n_hc >= 1 && params.n_hc <= kMaxHcStreams, "n_hc",
             "must be in [1, 16], is " + std::to_string(params.n_hc));
   check_arg(params.embd >= 1, "embd", "must be positive");
-  check_arg(params.n_hc * params.embd < (std::int64_t{1} << 31), "embd",
+  check_arg(params.embd < (std::int64_t{1} << 31) / params.n_hc, "embd",
             "n_hc·embd must be below 2^31");
-  check_arg(params.sinkhorn_iters >= 1, "sinkhorn_iters", "must be at least 1");
+  check_arg(params.sinkhorn_iters >= 1 && params.sinkhorn_iters <= kMaxSinkhornIters,
+            "sinkhorn_iters", "must be in [1, " + std::to_string(kMaxSinkhornIters) + "]");
   check_arg(std::isfinite(params.eps) && params.eps >= 0.0f, "eps", "must be finite and >= 0");
   check_arg(std::isfinite(params.norm_eps) && params.norm_eps > 0.0f, "norm_eps",
             "must be finite and > 0");
@@ -218,10 +221,14 @@ HeadWeightsArgs validate_head_weights(const HcParams& params, float post_scale,
   return args;
 }
 
-void validate_plan(const HcPrePlan& plan) {
-  check_params(plan.params);
-  check_arg(plan.max_rows >= 1 && plan.max_rows <= kMaxPreRows, "max_rows",
+void validate_pre_sizes(const HcParams& params, std::int64_t max_rows) {
+  check_params(params);
+  check_arg(max_rows >= 1 && max_rows <= kMaxPreRows, "max_rows",
             "must be in [1, " + std::to_string(kMaxPreRows) + "]");
+}
+
+void validate_plan(const HcPrePlan& plan) {
+  validate_pre_sizes(plan.params, plan.max_rows);
   const std::int64_t width = plan.params.n_hc * plan.params.embd;
   const std::int64_t expected =
       plan.device == Device::cpu

@@ -36,6 +36,8 @@ ExpandArgs validate_expand(const HcParams& params, const TensorView& block, cons
 HeadWeightsArgs validate_head_weights(const HcParams& params, float post_scale,
                                       const TensorView& logits, const TensorView& scale,
                                       const TensorView& base, const TensorView& weights);
+// The parameters and row count a plan is made for, checked before they size its workspace.
+void validate_pre_sizes(const HcParams& params, std::int64_t max_rows);
 void validate_plan(const HcPrePlan& plan);
 NormMixArgs validate_norm_mix(const HcPrePlan& plan, const TensorView& x,
                               const TensorView& mix_weight, const TensorView& mix,

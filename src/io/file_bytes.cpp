@@ -3,9 +3,19 @@
 #include <fstream>
 #include <string>
 
+#include "common/validate.h"
 #include "turbodecode/error.h"
 
 namespace turbodecode::io {
+
+std::optional<std::int64_t> tensor_bytes(DType dtype, const std::vector<std::int64_t>& shape) {
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 62;
+  const auto element_bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
+  if (!product_at_most(shape, kMaxBytes / element_bytes)) return std::nullopt;
+  std::int64_t bytes = element_bytes;
+  for (std::int64_t extent : shape) bytes *= extent;
+  return bytes;
+}
 
 void check_file(bool ok, const std::filesystem::path& path, std::string_view rule) {
   if (!ok) throw InvalidArgument(path.string(), std::string(rule));

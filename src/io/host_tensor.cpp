@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "common/validate.h"
+#include "io/file_bytes.h"
 #include "turbodecode/io.h"
 
 namespace turbodecode {
@@ -9,8 +10,9 @@ HostTensor HostTensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
   HostTensor tensor;
   tensor.dtype = dtype;
   tensor.shape = std::move(shape);
-  for (std::int64_t extent : tensor.shape) check_arg(extent >= 0, "shape", "extents must be >= 0");
-  tensor.bytes.resize(static_cast<std::size_t>(tensor.numel()) * dtype_bytes(dtype));
+  const std::optional<std::int64_t> bytes = io::tensor_bytes(dtype, tensor.shape);
+  check_arg(bytes.has_value(), "shape", "extents must be >= 0 and the tensor at most 2^62 bytes");
+  tensor.bytes.resize(static_cast<std::size_t>(*bytes));
   return tensor;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "io/file_bytes.h"
+#include "io/parse.h"
 #include "turbodecode/error.h"
 #include "turbodecode/io.h"
 
@@ -169,8 +170,9 @@ std::uint32_t read_le(const std::byte* p, int bytes) {
 
 }  // namespace
 
-HostTensor read_npy(const std::filesystem::path& path) {
-  const std::vector<std::byte> file = io::read_file_bytes(path);
+namespace io {
+
+HostTensor parse_npy(std::span<const std::byte> file, const std::filesystem::path& path) {
   io::check_file(file.size() >= kMagic.size() + 2 &&
                      std::memcmp(file.data(), kMagic.data(), kMagic.size()) == 0,
                  path, "not a .npy file (missing the \\x93NUMPY magic)");
@@ -181,7 +183,7 @@ HostTensor read_npy(const std::filesystem::path& path) {
   const std::size_t prefix = kMagic.size() + 2 + static_cast<std::size_t>(length_bytes);
   io::check_file(file.size() >= prefix, path, "truncated .npy header");
   const std::size_t header_length = read_le(file.data() + prefix - length_bytes, length_bytes);
-  io::check_file(file.size() >= prefix + header_length, path, "truncated .npy header");
+  io::check_file(file.size() - prefix >= header_length, path, "truncated .npy header");
 
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + prefix, header_length);
   const NpyHeader header = HeaderParser(text, path).parse();
@@ -191,19 +193,27 @@ HostTensor read_npy(const std::filesystem::path& path) {
   io::check_file(dtype.has_value(), path,
                  "unsupported dtype '" + header.descr + "' (supported: <f4, <f2, |u1, <i4)");
 
-  HostTensor tensor = HostTensor::zeros(*dtype, header.shape);
+  // The shape is checked against the bytes present before it sizes the tensor.
   const std::size_t data_offset = prefix + header_length;
-  const std::size_t available = file.size() - data_offset;
-  io::check_file(available >= tensor.bytes.size(), path,
-                 "truncated data: the header promises " + std::to_string(tensor.bytes.size()) +
+  const auto available = static_cast<std::int64_t>(file.size() - data_offset);
+  const std::optional<std::int64_t> needed = io::tensor_bytes(*dtype, header.shape);
+  io::check_file(needed && *needed <= available, path,
+                 "truncated data: the header's shape " + python_tuple(header.shape) + " needs " +
+                     (needed ? std::to_string(*needed) : "more than 2^62") +
                      " bytes, the file holds " + std::to_string(available));
-  io::check_file(
-      available == tensor.bytes.size(), path,
-      std::to_string(available - tensor.bytes.size()) + " unexpected bytes after the array data");
+  io::check_file(*needed == available, path,
+                 std::to_string(available - *needed) + " unexpected bytes after the array data");
+  HostTensor tensor = HostTensor::zeros(*dtype, header.shape);
   if (!tensor.bytes.empty()) {
     std::memcpy(tensor.bytes.data(), file.data() + data_offset, tensor.bytes.size());
   }
   return tensor;
+}
+
+}  // namespace io
+
+HostTensor read_npy(const std::filesystem::path& path) {
+  return io::parse_npy(io::read_file_bytes(path), path);
 }
 
 void write_npy(const std::filesystem::path& path, const HostTensor& tensor) {

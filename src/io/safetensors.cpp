@@ -10,6 +10,7 @@
 #include <string>
 
 #include "io/file_bytes.h"
+#include "io/parse.h"
 #include "turbodecode/error.h"
 #include "turbodecode/io.h"
 
@@ -47,9 +48,33 @@ const char* name_of_dtype(DType dtype) {
   return "?";
 }
 
+// Where a tensor's bytes lie in the data section.
+struct DataSpan {
+  std::uint64_t begin = 0, end = 0;
+  std::string name;
+  bool operator<(const DataSpan& other) const { return begin < other.begin; }
+};
+
+// The spans must tile the data section, as the reference implementation requires: no gaps, no
+// overlaps, nothing after the last tensor.
+void check_tiling(const std::filesystem::path& path, std::vector<DataSpan> spans,
+                  std::uint64_t data_bytes) {
+  std::sort(spans.begin(), spans.end());
+  std::uint64_t next = 0;
+  for (const DataSpan& span : spans) {
+    io::check_file(span.begin == next, path,
+                   "tensor '" + span.name + "': data_offsets begin at " +
+                       std::to_string(span.begin) + ", the tensors before end at " +
+                       std::to_string(next) + " (tensors must not overlap or leave gaps)");
+    next = span.end;
+  }
+  io::check_file(next == data_bytes, path,
+                 std::to_string(data_bytes - next) + " bytes after the last tensor's data");
+}
+
 // Builds one tensor from its header entry, checking the entry against the data section.
 HostTensor read_entry(const std::filesystem::path& path, const std::string& name, const Json& entry,
-                      const std::byte* data, std::uint64_t data_bytes) {
+                      const std::byte* data, std::uint64_t data_bytes, DataSpan& span) {
   const std::string where = "tensor '" + name + "': ";
   io::check_file(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
                      entry.contains("data_offsets"),
@@ -79,18 +104,23 @@ HostTensor read_entry(const std::filesystem::path& path, const std::string& name
                      "] lie outside the " + std::to_string(data_bytes) +
                      "-byte data section (truncated file?)");
 
-  HostTensor tensor = HostTensor::zeros(*dtype, std::move(shape));
-  io::check_file(end - begin == tensor.bytes.size(), path,
+  // The shape is checked against the span before it sizes the tensor.
+  const std::optional<std::int64_t> needed = io::tensor_bytes(*dtype, shape);
+  io::check_file(needed && static_cast<std::uint64_t>(*needed) == end - begin, path,
                  where + "data_offsets span " + std::to_string(end - begin) +
-                     " bytes, dtype and shape need " + std::to_string(tensor.bytes.size()));
+                     " bytes, dtype and shape need " +
+                     (needed ? std::to_string(*needed) : "more than 2^62"));
+  HostTensor tensor = HostTensor::zeros(*dtype, std::move(shape));
   if (!tensor.bytes.empty()) std::memcpy(tensor.bytes.data(), data + begin, tensor.bytes.size());
+  span = {begin, end, name};
   return tensor;
 }
 
 }  // namespace
 
-NamedTensors read_safetensors(const std::filesystem::path& path) {
-  const std::vector<std::byte> file = io::read_file_bytes(path);
+namespace io {
+
+NamedTensors parse_safetensors(std::span<const std::byte> file, const std::filesystem::path& path) {
   io::check_file(file.size() >= kLengthBytes, path, "truncated: no safetensors header length");
   std::uint64_t header_bytes = 0;
   for (std::size_t i = kLengthBytes; i-- > 0;) {
@@ -104,7 +134,7 @@ NamedTensors read_safetensors(const std::filesystem::path& path) {
   Json header;
   try {
     header = Json::parse(header_text, header_text + header_bytes);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {  // parse_error, and out_of_range for huge numbers
     throw InvalidArgument(path.string(),
                           std::string("bad safetensors JSON header: ") + error.what());
   }
@@ -113,11 +143,20 @@ NamedTensors read_safetensors(const std::filesystem::path& path) {
   const std::byte* data = file.data() + kLengthBytes + header_bytes;
   const std::uint64_t data_bytes = file.size() - kLengthBytes - header_bytes;
   NamedTensors tensors;
+  std::vector<DataSpan> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    tensors.emplace_back(name, read_entry(path, name, entry, data, data_bytes));
+    tensors.emplace_back(name,
+                         read_entry(path, name, entry, data, data_bytes, spans.emplace_back()));
   }
+  check_tiling(path, std::move(spans), data_bytes);
   return tensors;
+}
+
+}  // namespace io
+
+NamedTensors read_safetensors(const std::filesystem::path& path) {
+  return io::parse_safetensors(io::read_file_bytes(path), path);
 }
 
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors) {

@@ -1,19 +1,25 @@
-// The CPU backend of the Q8_0 matvec and the Q8_0 quantizer.
+// The CPU backend of the Q8_0 matvec (compiled once per Highway target; matvec_cpu runs the
+// best one the CPU supports) and the Q8_0 quantizer.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "q8/q8_cpu.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "common/f16.h"
 #include "common/thread_pool.h"
 #include "common/validate.h"
-#include "q8/q8_row_dot.h"
+#include "hwy/highway.h"
+#include "q8/q8_row_dot-inl.h"
 #include "q8/validate_q8.h"
 #include "turbodecode/q8.h"
 
-namespace turbodecode {
-namespace q8 {
-
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::q8::HWY_NAMESPACE {
 namespace {
 
 // Output row r for the kTokens token rows from t0: one pass over the weight row.
@@ -39,8 +45,7 @@ void matvec_tail(const MatvecArgs& args, std::int64_t r, std::int64_t t0, int to
 }  // namespace
 
 // Items are (tile of up to kCpuTileTokens token rows, output row): a weight row is read once
-// per tile. At T = 32 this took the HC chain's Q8_0 shared + expand step from 10.0 to 4.7 ms on
-// 2 cores (one pass over the weights per token before).
+// per tile, not once per token.
 void matvec_cpu(const MatvecArgs& args) {
   const std::int64_t tiles = (args.tokens + kCpuTileTokens - 1) / kCpuTileTokens;
   parallel_for(tiles * args.out_rows, 64, [&](std::int64_t begin, std::int64_t end) {
@@ -53,13 +58,28 @@ void matvec_cpu(const MatvecArgs& args) {
   });
 }
 
+}  // namespace turbodecode::q8::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace turbodecode {
+namespace q8 {
+
+HWY_EXPORT(matvec_cpu);
+
+void matvec_cpu(const MatvecArgs& args) {
+  HWY_DYNAMIC_DISPATCH(matvec_cpu)(args);
+}
+
 }  // namespace q8
 
 void quantize_q8_0(const TensorView& src, const TensorView& dst) {
   check_rows(src, "src", Device::cpu, DType::f32, {kAnyExtent, kAnyExtent});
   const std::int64_t rows = src.shape[0];
   const std::int64_t cols = src.shape[1];
-  check_arg(cols % kQ8BlockValues == 0, "src", "width must be a multiple of 32");
+  check_arg(
+      cols > 0 && cols % kQ8BlockValues == 0, "src",
+      "width must be a positive multiple of 32 (whole Q8_0 blocks), is " + std::to_string(cols));
   check_rows(dst, "dst", Device::cpu, DType::u8, {rows, q8_row_bytes(cols)});
   check_disjoint(src, "src", dst, "dst");
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -76,10 +96,13 @@ void quantize_q8_0(const TensorView& src, const TensorView& dst) {
       const float inv = d > 0.0f ? 1.0f / d : 0.0f;
       for (int j = 0; j < kQ8BlockValues; ++j) {
         const float q = std::clamp(std::nearbyint(xb[j] * inv), -127.0f, 127.0f);
-        block[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+        // NaN (a NaN weight, or an infinite one scaled by 1/inf) has no integer code: 0, with
+        // the block's scale left to carry the Inf.
+        block[2 + j] = std::isnan(q) ? 0 : static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
       }
     }
   }
 }
 
 }  // namespace turbodecode
+#endif  // HWY_ONCE

@@ -23,7 +23,7 @@ void check_head_dim(int head_dim) {
 void check_params(const CodecParams& params) {
   check_head_dim(params.head_dim);
   check_arg(is_quantized(params.format) && format_bits(params.format) != 0, "format",
-            "must be a quantized format (fp8, tq3, tq4, tq5, tq6, tq8), not f16");
+            "must be a quantized format (fp8, tq3, tq4, tq5, tq6, tq8)");
   check_arg(std::isfinite(params.scale_factor_d512) && params.scale_factor_d512 > 0.0f,
             "scale_factor_d512", "must be finite and positive");
 }

@@ -1,0 +1,181 @@
+// Readers of the stored row formats of the KV cache: reader.load(d, row, j) gives elements
+// [j, j + Lanes(d)) of the row at `row` as f32, before any norm or scale. F16 rows are
+// widened; TQ rows are codebook values of their codes; FP8 rows are their E4M3 values / 256. The
+// decode kernel's dot products and weighted sums (row_dots-inl.h, row_accumulate-inl.h) take any
+// reader. Readers hold no vectors (SVE vectors cannot be members), only pointers. Per-target code.
+#if defined(TURBODECODE_ATTENTION_ROW_READERS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TURBODECODE_ATTENTION_ROW_READERS_INL_H_
+#undef TURBODECODE_ATTENTION_ROW_READERS_INL_H_
+#else
+#define TURBODECODE_ATTENTION_ROW_READERS_INL_H_
+#endif
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "hwy/highway.h"
+#include "tq/codec_math.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace turbodecode::attention::HWY_NAMESPACE::simd {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The descriptor of the decode kernel's f32 vectors: the target's full width, at most 16 lanes
+// (so every tile and row length of the kernel is a whole number of vectors).
+using RowTag = hn::CappedTag<float, 16>;
+
+#if HWY_TARGET == HWY_SCALAR
+
+// The code of element j of a 3-, 5- or 6-bit row (SPEC §1.5), read alone.
+template <int Bits, class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_packed_codes(D d, const std::uint8_t* row, int j) {
+  return hn::Set(hn::RebindToSigned<D>(), tq::read_code(row, Bits, j));
+}
+
+#else
+
+// The little-endian integer of Bytes (3, 5 or 6) bytes, built in a register from whole loads:
+// a narrow memcpy into a stack integer would make its vector broadcast wait on a failed store
+// forward.
+template <int Bytes>
+HWY_INLINE std::uint64_t little_endian_bytes(const std::uint8_t* p) {
+  static_assert(Bytes == 3 || Bytes == 5 || Bytes == 6);
+  constexpr int kLow = Bytes == 3 ? 2 : 4;
+  using Low = std::conditional_t<kLow == 2, std::uint16_t, std::uint32_t>;
+  using High = std::conditional_t<Bytes - kLow == 2, std::uint16_t, std::uint8_t>;
+  Low low;
+  High high;
+  std::memcpy(&low, p, sizeof low);
+  std::memcpy(&high, p + kLow, sizeof high);
+  return std::uint64_t{low} | std::uint64_t{high} << (8 * kLow);
+}
+
+// Codes first … first + Lanes(d64) − 1 of a 3-, 5- or 6-bit row, one per 64-bit lane, all of
+// one group (SPEC §1.5: a little-endian bit stream in which each group of eight codes fills
+// Bits bytes): the group's Bits bytes, and no byte beyond them, read as one integer,
+// broadcast, and code k of the group shifted down by Bits·k.
+template <int Bits, class D64>
+HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first) {
+  alignas(64) static constexpr std::uint64_t kShifts[8] = {0,        Bits,     2 * Bits, 3 * Bits,
+                                                           4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits};
+  const std::uint64_t group = little_endian_bytes<Bits>(row + first / 8 * Bits);
+  return hn::And(hn::Set(d64, group) >> hn::LoadU(d64, kShifts + first % 8),
+                 hn::Set(d64, (std::uint64_t{1} << Bits) - 1));
+}
+
+// The codes of elements [j, j + Lanes(d)) of a 3-, 5- or 6-bit row as i32 lanes: two halves
+// of 64-bit lanes (group_codes), their low 32 bits packed together. Lanes(d) is 4, 8 or 16 and
+// j a multiple of it, so each half lies in one group.
+template <int Bits, class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_packed_codes(D d, const std::uint8_t* row, int j) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::Repartition<std::uint64_t, decltype(du)> d64;
+  const int half = static_cast<int>(hn::Lanes(d64));
+  const auto low = hn::BitCast(du, group_codes<Bits>(d64, row, j));
+  const auto high = hn::BitCast(du, group_codes<Bits>(d64, row, j + half));
+  return hn::BitCast(hn::RebindToSigned<D>(), hn::ConcatEven(du, high, low));
+}
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+// The codes of elements [j, j + Lanes(d)) as i32 lanes. 4-bit rows pack two codes per byte
+// (even element in the low nibble), 8-bit rows take a byte each, 3-, 5- and 6-bit rows are
+// bit-packed (above); every width is masked to its bits, so no code indexes past the codebook.
+template <int Bits, class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* row, int j) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<std::uint8_t, D> d8;
+  if constexpr (Bits == 4 && hn::MaxLanes(d) == 1) {
+    return hn::Set(di, (row[j / 2] >> (4 * (j % 2))) & 0x0f);
+  } else if constexpr (Bits == 4) {
+    // Each byte widened to 16 bits as [low nibble, high nibble]: read as bytes, that is one
+    // code per byte in element order.
+    const hn::RepartitionToWide<decltype(d8)> d16;
+    const auto bytes =
+        hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, decltype(d16)>(), row + j / 2));
+    const auto split = hn::Or(hn::And(bytes, hn::Set(d16, 0x000f)),
+                              hn::ShiftLeft<4>(hn::And(bytes, hn::Set(d16, 0x00f0))));
+    return hn::PromoteTo(di, hn::BitCast(d8, split));
+  } else if constexpr (Bits == 8) {
+    return hn::PromoteTo(di, hn::LoadU(d8, row + j));
+  } else {
+    return load_packed_codes<Bits>(d, row, j);
+  }
+}
+
+// codebook[codes] for a codebook of 2^Bits entries. A codebook of at most two vectors of
+// fixed width (3- and 4-bit codes from AVX2 up, 5-bit codes with AVX-512) stays in registers:
+// one or two permutes and a select on the code's next bit, which leaves the load ports to the
+// rows themselves; one shorter than a vector is loaded masked, never read past its end. Larger
+// codebooks are gathered: with four registers, 5-bit codes on AVX2 measure slower than the gather
+// (docs/cpu-attention-bench.md).
+template <int Bits, class D>
+HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
+                                   hn::Vec<hn::RebindToSigned<D>> codes) {
+  constexpr int kEntries = 1 << Bits;
+  constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
+  if constexpr (HWY_HAVE_SCALABLE || kLanes < 8 || kEntries > 2 * kLanes) {
+    return hn::GatherIndex(d, codebook, codes);
+  } else if constexpr (kEntries < kLanes) {  // 3-bit codes with AVX-512: 8 entries, 16 lanes
+    const auto table = hn::MaskedLoad(hn::FirstN(d, kEntries), d, codebook);
+    return hn::TableLookupLanes(table, hn::IndicesFromVec(d, codes));
+  } else if constexpr (kEntries == kLanes) {
+    return hn::TableLookupLanes(hn::LoadU(d, codebook), hn::IndicesFromVec(d, codes));
+  } else {
+    const hn::RebindToSigned<D> di;
+    const auto indices = hn::IndicesFromVec(d, hn::And(codes, hn::Set(di, kLanes - 1)));
+    const auto low = hn::TableLookupLanes(hn::LoadU(d, codebook), indices);
+    const auto high = hn::TableLookupLanes(hn::LoadU(d, codebook + kLanes), indices);
+    // The code's bit that picks the table, moved into the sign.
+    constexpr int kTableBit = std::countr_zero(static_cast<unsigned>(kLanes));
+    return hn::IfNegativeThenElse(hn::BitCast(d, hn::ShiftLeft<31 - kTableBit>(codes)), high, low);
+  }
+}
+
+struct F16Reader {
+  template <class D>
+  HWY_INLINE hn::Vec<D> load(D d, const std::uint8_t* row, int j) const {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + j));
+  }
+};
+
+// E4M3 bytes (SPEC §1.6) moved into f16 bits, sign to bit 15 and exponent and mantissa to bits
+// 7-13: the f16 of the E4M3 value / 256, exactly (subnormals too, as f16 subnormals, which the
+// widening converts exactly). The row scale carries the 256 (kFp8ReaderScale, cache_rows.h).
+// 0x7f and 0xff are NaN in E4M3 but 240 this way, so they are set to NaN after widening (the
+// widening of targets without F16C would not keep an f16 NaN).
+struct Fp8Reader {
+  template <class D>
+  HWY_INLINE hn::Vec<D> load(D d, const std::uint8_t* row, int j) const {
+    const hn::Rebind<std::uint8_t, D> d8;
+    const hn::Rebind<std::uint16_t, D> d16;
+    const hn::Rebind<hwy::float16_t, D> dh;
+    const hn::RebindToSigned<D> di;
+    const auto bytes8 = hn::LoadU(d8, row + j);
+    const auto bytes = hn::PromoteTo(d16, bytes8);
+    const auto half = hn::Or(hn::ShiftLeft<8>(hn::And(bytes, hn::Set(d16, 0x80))),
+                             hn::ShiftLeft<7>(hn::And(bytes, hn::Set(d16, 0x7f))));
+    const auto value = hn::PromoteTo(d, hn::BitCast(dh, half));
+    const auto nan =
+        hn::Eq(hn::And(hn::PromoteTo(di, bytes8), hn::Set(di, 0x7f)), hn::Set(di, 0x7f));
+    return hn::IfThenElse(hn::RebindMask(d, nan), hn::Set(d, NAN), value);
+  }
+};
+
+template <int Bits>
+struct CodeReader {
+  const float* codebook;
+  template <class D>
+  HWY_INLINE hn::Vec<D> load(D d, const std::uint8_t* row, int j) const {
+    return lookup_codes<Bits>(d, codebook, load_codes<Bits>(d, row, j));
+  }
+};
+
+}  // namespace turbodecode::attention::HWY_NAMESPACE::simd
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
