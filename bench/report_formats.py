@@ -121,11 +121,12 @@ def best_us(row):
 
 
 def our_times(ours):
-    """(geometry, k, v) -> µs of attention_bench's decode rows (rows with errors left out;
-    a paged row, if any, counts under its page size: v_format 'tq8@p16')."""
+    """(geometry, k, v) -> µs of attention_bench's decode rows of one query token per sequence
+    (rows with errors left out; a paged row, if any, counts under its page size: v_format
+    'tq8@p16')."""
     times = {}
     for row in (ours or {}).get("decode", []):
-        if "error" in row or best_us(row) is None:
+        if "error" in row or best_us(row) is None or row.get("query_tokens", 1) != 1:
             continue
         v = row["v_format"] + (f"@p{row['page_size']}" if row.get("page_size") else "")
         times[(geometry(row), row.get("k_format", "f16"), v)] = best_us(row)

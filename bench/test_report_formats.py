@@ -87,6 +87,11 @@ class TimesTest(unittest.TestCase):
         self.assertEqual(times, {(g, "fp8", "tq4"): 100.0, (g, "f16", "tq8@p16"): 80.0})
         self.assertEqual(rf.our_times(None), {})
 
+    def test_our_times_leave_out_runs_of_several_query_tokens(self):
+        ours = {"decode": [decode_row("f16", "tq8", 100.0, 90.0),
+                           dict(decode_row("f16", "tq8", 150.0, 140.0), query_tokens=4)]}
+        self.assertEqual(rf.our_times(ours), {(rf.geometry(shape()), "f16", "tq8"): 90.0})
+
     def test_sdpa_takes_the_best_of_a_geometry_repeated_per_format(self):
         sdpa = {"results": [dict(shape(), best={"best_us": 50.0}),
                             dict(shape(), best={"best_us": 40.0}), dict(shape(), best=None)]}
