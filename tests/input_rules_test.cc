@@ -299,6 +299,9 @@ TEST(InputRules, MismatchedDtypesShapesAndStridesAreRejected) {
   TensorView strided = x.view(DType::f32, {2, 256});
   strided.strides[1] = 2;
   expect_rejected("x", [&] { unrotate_rows(256, y.view({2, 256}), strided); }, {&x});
+  TensorView far = x.view(DType::f32, {1, 256});
+  far.strides[0] = std::int64_t{1} << 48;  // byte offsets from it could overflow
+  expect_rejected("x", [&] { unrotate_rows(256, y.view({1, 256}), far); }, {&x});
   expect_rejected("x",
                   [&] {
                     unrotate_rows(256, y.view({2, 256}), x.view(DType::f16, {2, 256}));
@@ -334,6 +337,29 @@ TEST(InputRules, OverlappingOutputsAreRejected) {
                               weight.view(DType::f32, {1, 1}));
                   },
                   {});
+}
+
+// A valid but unusual stride runs like the contiguous view: a capacity-1 cache whose position
+// stride is 2^47 (the CPU backend once prefetched a row's stride rather than its bytes, a loop
+// of 2^42 steps, which ctest's timeout fails; found by fuzz/api_fuzzer).
+TEST(InputRules, UnusualValidStridesRunLikeContiguousOnes) {
+  KvCacheConfig c = small_cache();
+  c.capacity = 1;
+  const DecodeRun contiguous(c, 1, 1);
+  const Values k(256, 7), v(256, 8);
+  const Buffer zero = indices({0});
+  append_kv(contiguous.cache.view(), k.view({1, 1, 256}), v.view({1, 1, 256}),
+            zero.view(DType::i32, {1}), zero.view(DType::i32, {1}));
+  contiguous.run({0}, {0});
+  KvCacheView strided = contiguous.cache.view();
+  for (TensorView* side : {&strided.k, &strided.v, &strided.v_norms}) {
+    side->strides[2] = std::int64_t{1} << 47;
+  }
+  const Poisoned out(256 * 4);
+  run_decode(contiguous.plan, strided, contiguous.q.view({1, 1, 256}), zero.view(DType::i32, {1}),
+             zero.view(DType::i32, {1}), out.view(DType::f32, {1, 1, 256}),
+             contiguous.workspace.view(DType::u8, {contiguous.plan.workspace_bytes}));
+  EXPECT_EQ(testing::to_host<float>(out.buffer), testing::to_host<float>(contiguous.out.buffer));
 }
 
 // NaN and Inf inputs run through (IEEE propagation), never crash: the Q8_0 quantizer once

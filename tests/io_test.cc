@@ -145,6 +145,17 @@ TEST_F(TensorFiles, NpyRejectsMalformedFiles) {
                   "safetensors");
 }
 
+// Extents whose product overflows before a later 0 make an empty tensor (found by
+// fuzz/npy_fuzzer: the size was computed with an overflowing product).
+TEST_F(TensorFiles, NpyHugeExtentsBesideAZeroAreEmpty) {
+  write_raw(file("e.npy"), npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                     "(4294967296, 4294967296, 0), }",
+                                     ""));
+  const HostTensor tensor = read_npy(file("e.npy"));
+  EXPECT_EQ(tensor.shape, (std::vector<std::int64_t>{4294967296, 4294967296, 0}));
+  EXPECT_TRUE(tensor.bytes.empty());
+}
+
 TEST_F(TensorFiles, SafetensorsRoundTripsNamedTensorsInOrder) {
   SCOPED_TRACE(seed_);
   std::mt19937_64 rng(seed_);

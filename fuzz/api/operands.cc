@@ -18,6 +18,8 @@ constexpr std::int64_t kMaxSpanBytes = std::int64_t{1} << 20;
 // Memory behind views that no call may accept (negative extents or strides).
 constexpr std::size_t kInvalidViewBytes = 64;
 constexpr std::int64_t kHuge = std::int64_t{1} << 62;
+// Valid (below the 2^48 limit of check_tensor) but far beyond any memory.
+constexpr std::int64_t kLargeStride = std::int64_t{1} << 40;
 constexpr std::int64_t kInvalid = -1, kTooLarge = -2;
 
 // Bytes from the first element to one past the last (0 when empty), or kInvalid / kTooLarge.
@@ -161,7 +163,7 @@ Operands::Breakage Operands::mutate(TensorView& view) {
       case 5:  // a huge stride on a dimension of extent 1: nothing beyond its first element
         if (view.rank > 0) {
           view.shape[dim] = 1;
-          view.strides[dim] = kHuge;
+          view.strides[dim] = data_.ConsumeBool() ? kHuge : kLargeStride;
         }
         break;
       case 6:

@@ -31,6 +31,7 @@ class CacheRows {
         rows_(static_cast<const std::uint8_t*>(rows.data)),
         norms_(static_cast<const float*>(norms.data)),
         row_bytes_(rows.strides[2] * element_bytes_),
+        row_content_bytes_(rows.shape[3] * element_bytes_),
         rows_strides_{rows.strides[0], rows.strides[1]},
         norms_strides_{norms.strides[0], norms.strides[1], norms.strides[2]},
         codebook_(is_turboquant(format) ? tq::codebook(format_bits(format)).data() : nullptr) {}
@@ -47,7 +48,9 @@ class CacheRows {
   // page, which a chunk crosses every few rows (and a paged cache at every page).
   void prefetch(cache::RowLocation at, int head) const {
     const std::uint8_t* data = address(at, head);
-    for (std::int64_t line = 0; line < row_bytes_; line += 64) __builtin_prefetch(data + line);
+    for (std::int64_t line = 0; line < row_content_bytes_; line += 64) {
+      __builtin_prefetch(data + line);
+    }
   }
 
   // scales[b]: the factor of part b's values (1 for F16 rows).
@@ -77,7 +80,8 @@ class CacheRows {
   std::int64_t element_bytes_;
   const std::uint8_t* rows_;
   const float* norms_;
-  std::int64_t row_bytes_;  // bytes between consecutive rows of a block
+  std::int64_t row_bytes_;          // bytes between consecutive rows of a block
+  std::int64_t row_content_bytes_;  // bytes of one row (the stride may be larger)
   std::int64_t rows_strides_[2];
   std::int64_t norms_strides_[3];
   const float* codebook_;

@@ -37,6 +37,9 @@ void check_backend(Device device) {
 #endif
 }
 
+// Far beyond any memory; a byte offset computed from a stride then never overflows.
+constexpr std::int64_t kMaxStride = std::int64_t{1} << 48;
+
 void check_tensor(const TensorView& t, std::string_view name, Device device, DType dtype,
                   std::initializer_list<std::int64_t> expect_shape) {
   check_arg(t.data != nullptr, name, "must not be null");
@@ -55,7 +58,7 @@ void check_tensor(const TensorView& t, std::string_view name, Device device, DTy
                 "dimension " + std::to_string(d) + " must be " + std::to_string(extent) +
                     ", shape is " + shape_string(t));
     }
-    check_arg(t.strides[d] >= 0, name, "strides must be non-negative");
+    check_arg(t.strides[d] >= 0 && t.strides[d] < kMaxStride, name, "strides must be in [0, 2^48)");
     ++d;
   }
   check_arg(reinterpret_cast<std::uintptr_t>(t.data) % dtype_bytes(dtype) == 0, name,

@@ -30,7 +30,7 @@ inline bool product_at_most(std::initializer_list<std::int64_t> factors, std::in
 void check_backend(Device device);
 
 // Checks presence, device, dtype, rank and shape of a tensor argument, that its strides are
-// non-negative, and that its data pointer is aligned to its element size.
+// non-negative and below 2^48, and that its data pointer is aligned to its element size.
 void check_tensor(const TensorView& t, std::string_view name, Device device, DType dtype,
                   std::initializer_list<std::int64_t> expect_shape);
 // Additionally requires the innermost dimension to be contiguous (stride 1).

@@ -1,5 +1,6 @@
 #include "io/file_bytes.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -12,6 +13,8 @@ std::optional<std::int64_t> tensor_bytes(DType dtype, const std::vector<std::int
   constexpr std::int64_t kMaxBytes = std::int64_t{1} << 62;
   const auto element_bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
   if (!product_at_most(shape, kMaxBytes / element_bytes)) return std::nullopt;
+  // With an extent of 0 the others may be anything: their product may overflow.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t bytes = element_bytes;
   for (std::int64_t extent : shape) bytes *= extent;
   return bytes;
