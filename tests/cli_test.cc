@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "cli_runner.h"
 #include "common/f16.h"
@@ -206,6 +207,15 @@ TEST_F(Cli, MainJobReportsEveryFormat) {
           << format["v_format"] << " " << layer["name"];
     }
   }
+}
+
+TEST_F(Cli, MainJobMeasuresEveryVFormatByDefault) {
+  SCOPED_TRACE(seed_);
+  const nlohmann::json report =
+      parse_json(run("--context 64 --steps 1 --json --seed " + std::to_string(seed_ % 100000)));
+  std::vector<std::string> formats;
+  for (const nlohmann::json& format : report["formats"]) formats.push_back(format["v_format"]);
+  EXPECT_EQ(formats, (std::vector<std::string>{"tq3", "tq4", "tq5", "tq6", "tq8", "fp8", "f16"}));
 }
 
 TEST_F(Cli, HcChainAgreesWithTheOracle) {

@@ -19,7 +19,7 @@ constexpr std::int64_t kMaxContext = std::int64_t{1} << 16;
 struct MainJobOptions {
   std::int64_t context = 8192;
   int steps = 32;
-  std::vector<std::string> v_formats = {"tq4", "tq5", "tq6", "tq8", "f16"};
+  std::vector<std::string> v_formats = {"tq3", "tq4", "tq5", "tq6", "tq8", "fp8", "f16"};
   std::string k_format = "f16";
 };
 
