@@ -71,13 +71,14 @@ int main() {
   // Quantize-on-write: k, v [n, 8, 256] f32/f16/bf16; slot_ids, positions [n] i32.
   append_kv(cache.view(), k, v, slot_ids, positions, stream);
 
-  // Plan once (validates, picks the split policy, sizes the workspace), run every step.
+  // Plan once (validates, picks the chunk policy, sizes the workspace), run every step.
   // clang-format off
   DecodePlan plan = plan_decode(cache.config(),
                                 {.n_heads = 16, .mask = MaskKind::sliding_ring,
                                  .sliding_window = 1024},
                                 /*max_queries=*/8);
   Buffer workspace(device, plan.workspace_bytes);
+  workspace.fill_bytes(0);  // once: the CUDA backend keeps self-resetting counters there
   run_decode(plan, cache.view(), q, slot_ids, seq_pos, out,
              workspace.view(DType::u8, {plan.workspace_bytes}), stream);
   // clang-format on
