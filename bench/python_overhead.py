@@ -1,6 +1,6 @@
 """What the Python layer costs over the C++ calls underneath it.
 
-Eager: the host time of one call, issued back to back, through
+Eager: the host time of one call through
   direct   turbodecode._turbodecode.<op> (the nanobind binding: the C++ call plus the
            conversion of its arguments),
   op       torch.ops.turbodecode.<op>.default (torch's dispatcher, then the binding),
@@ -8,9 +8,11 @@ Eager: the host time of one call, issued back to back, through
            plain tensors it skips the dispatcher and calls the binding; under torch.compile it
            emits the op).
 The target (issue 19) is op - direct <= 5 us (and api - direct, what an eager user pays).
-run_decode on CUDA reads the query indices on the host to check them, which waits for the GPU:
-its eager time is a round trip, and only the differences between the paths count. hc_pre does
-not wait: its time is the host issue time.
+Each call is timed alone, on an idle GPU (synchronised before it), the three paths taking
+turns, and the median over EAGER_CALLS calls is reported: the time of one path never includes
+a kernel that the call before it left running. run_decode on CUDA copies the query indices to
+the host to check them, the same round trip on every path; hc_pre's time is its host issue
+time.
 
 CUDA graph: the same run_decode calls captured through the op and through the binding, replayed;
 the kernel time per call must be the same, and the C++ benchmark's (attention_bench, the same
@@ -31,23 +33,25 @@ import torch
 import turbodecode as td
 from turbodecode import _turbodecode as binding
 
-CALLS = 200
-REPEATS = 7
+EAGER_CALLS = 1000  # timed eager calls per path
+GRAPH_CALLS = 200  # calls captured in one CUDA graph
+REPEATS = 7  # graph replays
 
 
-def host_time_us(device: str, call) -> float:
-    """Median over REPEATS of the mean host time of CALLS back-to-back calls."""
-    results = []
-    for _ in range(REPEATS):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(CALLS):
+def host_times_us(device: str, paths: dict) -> dict:
+    """Median host time of one call per path: each call alone on an idle device, the paths
+    taking turns so that drift in clocks or caches affects them alike."""
+    times = {name: [] for name in paths}
+    for _ in range(EAGER_CALLS):
+        for name, call in paths.items():
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
             call()
-        results.append((time.perf_counter() - start) / CALLS * 1e6)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    return float(np.median(results))
+            times[name].append((time.perf_counter() - start) * 1e6)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def decode_problem(device: str, length: int, head_dim: int, n_heads: int, n_kv_heads: int):
@@ -96,12 +100,12 @@ def hc_pre_problem(device: str, rows: int):
 
 
 def graph_time_us(call) -> float:
-    """Kernel time per call of CALLS calls captured in one CUDA graph (median of REPEATS)."""
+    """Kernel time per call of GRAPH_CALLS calls captured in one CUDA graph (median of REPEATS)."""
     call()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(CALLS):
+        for _ in range(GRAPH_CALLS):
             call()
     graph.replay()
     times = []
@@ -111,7 +115,7 @@ def graph_time_us(call) -> float:
         graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / CALLS)
+        times.append(start.elapsed_time(end) * 1e3 / GRAPH_CALLS)
     return float(np.median(times))
 
 
@@ -120,8 +124,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    results = {"device": args.device, "torch": torch.__version__, "calls": CALLS, "eager": {},
-               "graph": {}}
+    results = {"device": args.device, "torch": torch.__version__, "eager_calls": EAGER_CALLS,
+               "graph_calls": GRAPH_CALLS, "eager": {}, "graph": {}}
 
     problems = {
         "run_decode D256 16/8 L4096 tq8": decode_problem(args.device, 4096, 256, 16, 8),
@@ -134,7 +138,7 @@ def main() -> None:
     for name, paths in problems.items():
         for call in paths.values():
             call()  # warm-up: plans, first launches, lazy imports
-        t = {path: host_time_us(args.device, call) for path, call in paths.items()}
+        t = host_times_us(args.device, paths)
         results["eager"][name] = t
         print(f"{name:34} {t['direct']:8.2f} {t['op']:8.2f} {t['api']:8.2f} "
               f"{t['op'] - t['direct']:10.2f} {t['api'] - t['direct']:11.2f}")

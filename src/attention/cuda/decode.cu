@@ -44,7 +44,6 @@ TaskShape task_shape(const DecodePlan& plan) {
   t.parts_per_run = q > 1 ? 2 : 1;
   const std::int64_t runs = (plan.max_queries + q - 1) / q;
   t.tasks = runs * t.parts_per_run * plan.cache.n_kv_heads * t.column_chunks;
-  // A part's rows see at most max_visible + q − 1 positions together.
   // A part's rows see at most longest + q − 1 positions together: one chunk more than a row.
   t.task_chunks = plan.max_chunks + 1;
   t.task_groups = (t.task_chunks + decode::kMergeGroup - 1) / decode::kMergeGroup + 1;
