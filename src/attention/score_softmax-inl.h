@@ -28,6 +28,9 @@ HWY_INLINE float max(D d, const float* x, int count) {
     nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
   }
   if (!hn::AllFalse(d, hn::MaskFromVec(nan))) return NAN;
+  // Highway's emulated targets start MaxOfLanes from the lowest finite float, which would turn
+  // an all −inf tile into −FLT_MAX.
+  if (hn::AllTrue(d, hn::Eq(m, hn::Set(d, -INFINITY)))) return -INFINITY;
   return hn::GetLane(hn::MaxOfLanes(d, m));
 }
 
