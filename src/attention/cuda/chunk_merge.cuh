@@ -2,10 +2,10 @@
 // that finish last. Chunk states merge in two levels: the chunks of a row in one group of
 // kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
 // chunk is done, and a task's group states into the output when its last group is done (a task
-// of one group goes straight to the output). Both
-// levels are the same fold (fold_states), one warp per query column. The tree and the orders
-// depend only on a row's own chunks, so a row's bits do not depend on the batch, the columns
-// beside it, or which block merges it.
+// of one group goes straight to the output). Both levels are the same fold (fold_states), by
+// all compute warps, one query column at a time. The tree and the orders depend only on a row's
+// own chunks, so a row's bits do not depend on the batch, the columns beside it, or which block
+// merges it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "attention/cuda/decode_params.cuh"
+#include "attention/cuda/decode_shape.h"
 #include "attention/cuda/work_list.cuh"
 #include "attention/state.h"
 #include "tq/cuda/warp_row.cuh"
@@ -28,18 +29,67 @@ struct WarpState {
   float o[D / 32] = {};
 };
 
+// The O rows of quarter `quarter` of a fold's parts (those whose absolute index mod 32 lies in
+// [8·quarter, 8·quarter + 8)), weighted by exp(m_k − m) and added in index order into `sum`
+// (zeros on entry), two rows in flight, each loaded beside its maximum; parts that saw nothing
+// are skipped. Lane l adds elements [l·D/32, (l + 1)·D/32).
+template <int D>
+__device__ __forceinline__ void quarter_sum(const float2* ml, const float* o, int count,
+                                            int stride, int first_index, int quarter, float m,
+                                            int lane, float (&sum)[D / 32]) {
+  constexpr int E = D / 32;
+  constexpr int kInFlight = 2;
+  // Runs of 8 indices, 32 apart; the first may start before part 0.
+  const int first_run = (8 * quarter - first_index % 32 + 32) % 32 - 32;
+  for (int run = first_run; run < count; run += 32) {
+    for (int k0 = run; k0 < run + 8; k0 += kInFlight) {
+      float maxima[kInFlight];
+      float4 rows[kInFlight][E / 4];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const int k = k0 + j;
+        if (k < 0 || k >= count) continue;
+        maxima[j] = __ldcg(ml + k * stride).x;
+        const float4* part_row = reinterpret_cast<const float4*>(
+            o + static_cast<std::int64_t>(k) * stride * D + lane * E);
+#pragma unroll
+        for (int v = 0; v < E / 4; ++v) rows[j][v] = __ldcg(part_row + v);
+      }
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) {
+        const int k = k0 + j;
+        if (k < 0 || k >= count) continue;
+        const float w = attention::merge_weight(maxima[j], m);
+        if (w == 0.0f) continue;  // saw nothing: contributes exactly nothing
+#pragma unroll
+        for (int v = 0; v < E / 4; ++v) {
+          sum[4 * v] = fmaf(rows[j][v].x, w, sum[4 * v]);
+          sum[4 * v + 1] = fmaf(rows[j][v].y, w, sum[4 * v + 1]);
+          sum[4 * v + 2] = fmaf(rows[j][v].z, w, sum[4 * v + 2]);
+          sum[4 * v + 3] = fmaf(rows[j][v].w, w, sum[4 * v + 3]);
+        }
+      }
+    }
+  }
+}
+
 // Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
 // absolute index first_index + k (a chunk or a group number): the max of the maxima, then l
 // and O summed with weights exp(m_k − m), parts that saw nothing skipped. Lane (index mod 32)
 // loads its parts' (m, l) and adds its share of l in index order, the lanes' shares then meet
-// in a fixed tree; O rows are added in index order, four loads in flight. Every order depends
-// on the absolute indices alone, so a part that saw nothing changes no bit wherever it sits.
-// Reads through L2 (.cg): other SMs wrote the states in this launch.
-template <int D>
+// in a fixed tree. O is the sum of the four quarters' sums (quarter_sum), added as
+// q0 + (q1 + (q2 + q3)). `warp` < 0: this warp folds alone; else the kComputeWarps compute
+// warps fold together, warp w summing quarter w, the sums meeting in `row` (D floats of shared
+// memory) between calls of `sync` (every compute warp's barrier), and warp 0 holds the result.
+// Either way the same operations in the same order: every order depends on the absolute indices
+// alone, so a part that saw nothing changes no bit wherever it sits and whoever folds. Reads
+// through L2 (.cg): other SMs wrote the states in this launch.
+template <int D, class Sync>
 __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
-                                                    int stride, int first_index, int lane) {
+                                                    int stride, int first_index, int warp,
+                                                    int lane, float* row, Sync sync) {
+  static_assert(kComputeWarps == 4, "a compute warp per quarter of the 32 indices of a group");
   constexpr int E = D / 32;
-  constexpr int kInFlight = 4;
   const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
   WarpState<D> s;
   for (int k = own; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
@@ -57,30 +107,31 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
     share += __shfl_xor_sync(0xffffffffu, share, offset);
   }
   s.l = share;
-  for (int k0 = 0; k0 < count; k0 += kInFlight) {
-    float weight[kInFlight];
-    float4 rows[kInFlight][E / 4];
+  const bool alone = warp < 0;
+  float mine[E] = {};
+  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, s.m, lane, mine);
+  for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
+    if (alone) {
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      const int k = k0 + j;
-      weight[j] = k < count ? attention::merge_weight(__ldcg(ml + k * stride).x, s.m) : 0.0f;
-      if (weight[j] == 0.0f) continue;
-      const float4* row =
-          reinterpret_cast<const float4*>(o + static_cast<std::int64_t>(k) * stride * D + lane * E);
-#pragma unroll
-      for (int v = 0; v < E / 4; ++v) rows[j][v] = __ldcg(row + v);
+      for (int e = 0; e < E; ++e) mine[e] = 0.0f;
+      quarter_sum<D>(ml, o, count, stride, first_index, quarter, s.m, lane, mine);
     }
+    if (alone || quarter == warp) {
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      if (weight[j] == 0.0f) continue;  // saw nothing: contributes exactly nothing
-#pragma unroll
-      for (int v = 0; v < E / 4; ++v) {
-        s.o[4 * v] = fmaf(rows[j][v].x, weight[j], s.o[4 * v]);
-        s.o[4 * v + 1] = fmaf(rows[j][v].y, weight[j], s.o[4 * v + 1]);
-        s.o[4 * v + 2] = fmaf(rows[j][v].z, weight[j], s.o[4 * v + 2]);
-        s.o[4 * v + 3] = fmaf(rows[j][v].w, weight[j], s.o[4 * v + 3]);
+      for (int e = 0; e < E; ++e) {
+        if (quarter < kComputeWarps - 1) mine[e] += alone ? s.o[e] : row[lane * E + e];
+        if (alone) {
+          s.o[e] = mine[e];
+        } else if (quarter > 0) {
+          row[lane * E + e] = mine[e];
+        }
       }
     }
+    if (!alone) sync();
+  }
+  if (!alone) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) s.o[e] = mine[e];  // warp 0's: the whole sum
   }
   return s;
 }

@@ -133,6 +133,7 @@ struct DecodeBlock {
   __device__ float* partial() const { return reinterpret_cast<float*>(shared + s.partial_offset); }
   __device__ float* weights() const { return reinterpret_cast<float*>(shared + s.weight_offset); }
   __device__ float* rescale() const { return reinterpret_cast<float*>(shared + s.rescale_offset); }
+  __device__ float* merge_row() const { return reinterpret_cast<float*>(shared + s.merge_offset); }
   __device__ int* control() const { return reinterpret_cast<int*>(shared + s.control_offset); }
   __device__ unsigned* k_table() const {
     return reinterpret_cast<unsigned*>(shared + (s.shared_table ? s.v_table_offset : s.k_table_offset));
@@ -249,10 +250,15 @@ struct DecodeBlock {
     const std::int64_t group_state = (task * p.task_groups + group) * kColumns;
     const std::int64_t first_state =
         (task * p.task_chunks + (group_first - part.first_chunk)) * kColumns;
-    for (int c = warp; c < columns_here; c += kComputeWarps) {
+    // Fewer columns than warps: the warps fold each column together; else a warp per column.
+    const bool together = columns_here < kComputeWarps;
+    const int fold_warp = together ? warp : -1;
+    for (int c = together ? 0 : warp; c < columns_here; c += together ? 1 : kComputeWarps) {
       const WarpState<D> merged =
           fold_states<D>(p.state_ml + first_state + c, p.state_o + (first_state + c) * D,
-                         group_chunks, kColumns, static_cast<int>(group_first % 32), lane);
+                         group_chunks, kColumns, static_cast<int>(group_first % 32), fold_warp,
+                         lane, merge_row(), [] { compute_warps_sync(); });
+      if (fold_warp > 0) continue;
       // A task of one group is done: folding its one group state again would change no bit.
       if (groups == 1) {
         write_output<D>(p, column_target(p, part, item, c), merged, lane);
@@ -267,11 +273,12 @@ struct DecodeBlock {
     compute_warps_sync();
     if (!control()[kTaskDone]) return;
     const std::int64_t task_state = task * p.task_groups * kColumns;
-    for (int c = warp; c < columns_here; c += kComputeWarps) {
+    for (int c = together ? 0 : warp; c < columns_here; c += together ? 1 : kComputeWarps) {
       const WarpState<D> merged =
           fold_states<D>(p.group_ml + task_state + c, p.group_o + (task_state + c) * D, groups,
-                         kColumns, static_cast<int>(first_group % 32), lane);
-      write_output<D>(p, column_target(p, part, item, c), merged, lane);
+                         kColumns, static_cast<int>(first_group % 32), fold_warp, lane,
+                         merge_row(), [] { compute_warps_sync(); });
+      if (fold_warp <= 0) write_output<D>(p, column_target(p, part, item, c), merged, lane);
     }
   }
 

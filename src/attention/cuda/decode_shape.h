@@ -88,8 +88,8 @@ struct DecodeShape {
   // Byte offsets inside one stage, then of each shared region.
   int stage_k, stage_v, stage_k_scales, stage_v_scales, stage_bytes;
   int q_offset, q_bytes;  // rotated query rows (TQ K only)
-  int partial_offset, weight_offset, rescale_offset, k_table_offset, v_table_offset,
-      control_offset, barrier_offset, shared_bytes;
+  int partial_offset, weight_offset, rescale_offset, merge_offset, k_table_offset,
+      v_table_offset, control_offset, barrier_offset, shared_bytes;
 
   TD_HOST_DEVICE_CONSTEXPR DecodeShape(int d, int c, RowFormat k_format, RowFormat v_format)
       : head_dim(d),
@@ -125,6 +125,7 @@ struct DecodeShape {
         partial_offset(0),
         weight_offset(0),
         rescale_offset(0),
+        merge_offset(0),
         k_table_offset(0),
         v_table_offset(0),
         control_offset(0),
@@ -218,7 +219,9 @@ struct DecodeShape {
     partial_offset = q_offset + q_bytes;
     weight_offset = partial_offset + kComputeWarps * pairs * 4;
     rescale_offset = weight_offset + weight_sets * pairs * 4;
-    k_table_offset = rescale_offset + kMaxColumns * 4;
+    // The merge's partial O row (chunk_merge.cuh), passed from warp to warp.
+    merge_offset = rescale_offset + kMaxColumns * 4;
+    k_table_offset = merge_offset + head_dim * 4;
     // K codes are looked up in a lane table too (scores.cuh), of 32 copies unless K and V share
     // one table.
     const int k_table_bytes = shared_table ? 0 : k_table_entries * 32 * 4;
