@@ -62,8 +62,14 @@ HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first)
   alignas(64) static constexpr std::uint64_t kShifts[8] = {0,        Bits,     2 * Bits, 3 * Bits,
                                                            4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits};
   const std::uint64_t group = little_endian_bytes<Bits>(row + first / 8 * Bits);
-  return hn::And(hn::Set(d64, group) >> hn::LoadU(d64, kShifts + first % 8),
-                 hn::Set(d64, (std::uint64_t{1} << Bits) - 1));
+  const auto broadcast = hn::Set(d64, group);
+  const auto shifts = hn::LoadU(d64, kShifts + first % 8);
+#if HWY_HAVE_SCALABLE  // sizeless vector types take no operators
+  const auto shifted = hn::Shr(broadcast, shifts);
+#else
+  const auto shifted = broadcast >> shifts;
+#endif
+  return hn::And(shifted, hn::Set(d64, (std::uint64_t{1} << Bits) - 1));
 }
 
 // The codes of elements [j, j + Lanes(d)) of a 3-, 5- or 6-bit row as i32 lanes: two halves
