@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -196,7 +196,7 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
   // Eager: the CUDA backend straight, as the public call minus its host-side index check.
   const double eager_us = median_event_us(stream, settings.warmup, settings.reps, [&](int i) {
     cuda::run_decode(plan, views[static_cast<std::size_t>(i % rotation)], q_view, slot_view,
-                     pos_view, out_view, TensorView{}, ws_view, Stream{stream});
+                     pos_view, DecodeShard{}, out_view, TensorView{}, ws_view, Stream{stream});
   });
   // Graph: the public call captured (it skips the host check while capturing).
   const int calls = rotation > settings.graph_calls ? rotation : settings.graph_calls;

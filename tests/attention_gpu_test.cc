@@ -35,9 +35,8 @@ using testing::fresh_seed;
 
 constexpr double kTolerance = 2e-3;
 constexpr double kLseTolerance = 1e-3;
-constexpr RowFormat kKFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq4, RowFormat::tq8};
-constexpr RowFormat kVFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq3, RowFormat::tq4,
-                                   RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+using testing::kKFormats;
+using testing::kVFormats;
 
 #define SKIP_WITHOUT_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible"

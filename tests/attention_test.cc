@@ -29,10 +29,8 @@ using testing::fresh_seed;
 using testing::DecodeCall;
 using testing::fill_random;
 
-// Formats whose rows the matrix covers.
-constexpr RowFormat kKFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq4, RowFormat::tq8};
-constexpr RowFormat kVFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq3, RowFormat::tq4,
-                                   RowFormat::tq5, RowFormat::tq6, RowFormat::tq8};
+using testing::kKFormats;
+using testing::kVFormats;
 
 // Relative L2 of a row against the oracle (SPEC §5), and the lse's error against the oracle's.
 constexpr double kTolerance = 2e-3;

@@ -12,6 +12,13 @@
 
 namespace turbodecode::testing {
 
+// Every row format of K and of V (SPEC §1), for the option matrices.
+inline constexpr RowFormat kKFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq4,
+                                          RowFormat::tq8};
+inline constexpr RowFormat kVFormats[] = {RowFormat::f16, RowFormat::fp8, RowFormat::tq3,
+                                          RowFormat::tq4, RowFormat::tq5, RowFormat::tq6,
+                                          RowFormat::tq8};
+
 // One problem: a cache configuration, options and a batch of runs of options.query_tokens rows
 // (each run one slot's tokens at consecutive positions, SPEC §2.8).
 struct DecodeCase {

@@ -148,14 +148,15 @@ struct DecodeRun {
   void run(const std::vector<std::int32_t>& slots, const std::vector<std::int32_t>& positions,
            const std::vector<std::int32_t>& block_table = {},
            std::initializer_list<std::int64_t> lse_shape = {}) const {
-    const Buffer slot_ids = indices(slots), seq_pos = indices(positions);
-    const Buffer table = indices(block_table);
-    const int dim = plan.cache.head_dim;
-    run_decode(plan, view_of(cache, table, block_table), q.view({n_, n_heads_, dim}),
-               slot_ids.view(DType::i32, {n_}), seq_pos.view(DType::i32, {n_}),
-               out.view(DType::f32, {n_, n_heads_, dim}),
-               lse_shape.size() > 0 ? lse.view(DType::f32, lse_shape) : TensorView{},
-               workspace.view(DType::u8, {plan.workspace_bytes}));
+    launch(slots, positions, block_table, lse_shape, {}, {});
+  }
+
+  // A sharded run: shard.begin and shard.end hold `begin` and `end` (absent when empty).
+  void run_sharded(const std::vector<std::int32_t>& slots,
+                   const std::vector<std::int32_t>& positions,
+                   const std::vector<std::int32_t>& begin,
+                   const std::vector<std::int32_t>& end) const {
+    launch(slots, positions, {}, {}, begin, end);
   }
 
   KvCache cache;
@@ -164,6 +165,27 @@ struct DecodeRun {
   Poisoned out, lse, workspace;
   std::int64_t n_;
   int n_heads_;
+
+ private:
+  void launch(const std::vector<std::int32_t>& slots, const std::vector<std::int32_t>& positions,
+              const std::vector<std::int32_t>& block_table,
+              std::initializer_list<std::int64_t> lse_shape, const std::vector<std::int32_t>& begin,
+              const std::vector<std::int32_t>& end) const {
+    const Buffer slot_ids = indices(slots), seq_pos = indices(positions);
+    const Buffer table = indices(block_table);
+    const Buffer begin_ids = indices(begin), end_ids = indices(end);
+    const auto range = [](const Buffer& ids, const std::vector<std::int32_t>& values) {
+      return values.empty() ? TensorView{}
+                            : ids.view(DType::i32, {static_cast<std::int64_t>(values.size())});
+    };
+    const int dim = plan.cache.head_dim;
+    run_decode(plan, view_of(cache, table, block_table), q.view({n_, n_heads_, dim}),
+               slot_ids.view(DType::i32, {n_}), seq_pos.view(DType::i32, {n_}),
+               {range(begin_ids, begin), range(end_ids, end)},
+               out.view(DType::f32, {n_, n_heads_, dim}),
+               lse_shape.size() > 0 ? lse.view(DType::f32, lse_shape) : TensorView{},
+               workspace.view(DType::u8, {plan.workspace_bytes}));
+  }
 };
 
 TEST(InputRules, UnsupportedHeadDimOrBitsIsRejected) {
@@ -236,6 +258,36 @@ TEST(InputRules, PositionBeyondALinearCacheIsRejected) {
   // A ring holds any position.
   const PoisonedCache ring(small_cache(LayerKind::ring));
   EXPECT_EQ(append_error(ring, {0}, {1000}), "");
+}
+
+// A shard's ranges (SPEC §2.10): both arrays or neither, one entry per slot, 0 <= begin <= end
+// for each slot a query names; a linear cache holds a query's window from its slot's begin on;
+// a closed range ends outside every run.
+TEST(InputRules, ShardRangesAreChecked) {
+  const DecodeRun decode(small_cache(), 1, 1);
+  const std::int32_t open = INT32_MAX;
+  const auto rejected = [&](const std::string& argument, std::vector<std::int32_t> begin,
+                            std::vector<std::int32_t> end, std::int32_t slot = 0,
+                            std::int32_t position = 3) {
+    expect_rejected(
+        argument, [&] { decode.run_sharded({slot}, {position}, begin, end); }, {&decode.out});
+  };
+  rejected("shard", {0, 0}, {});
+  rejected("shard.begin", {0}, {open});
+  rejected("shard", {5, 0}, {4, open});
+  rejected("shard", {-1, 0}, {open, open});
+  // Position 12 is local position 10 from begin 2, beyond the 8 rows (from begin 5, row 7).
+  rejected("seq_pos", {0, 2}, {open, open}, 1, 12);
+  // Slot 0's range ends at 4: a run at 2, 3, 4 straddles its last position 3 (3, 4, 5 does not).
+  const DecodeRun draft(small_cache(), 1, 3, 3);
+  expect_rejected(
+      "shard", [&] { draft.run_sharded({0, 0, 0}, {2, 3, 4}, {0, 0}, {4, open}); },
+      {&draft.out});
+  // Accepted: the above made valid, and ranges of slots no query names, which (like block
+  // table entries) may hold anything.
+  decode.run_sharded({1}, {12}, {0, 5}, {open, open});
+  draft.run_sharded({0, 0, 0}, {3, 4, 5}, {0, 0}, {4, open});
+  decode.run_sharded({0}, {3}, {0, 5}, {open, 4});
 }
 
 TEST(InputRules, NegativeOrZeroSizesAreRejected) {

@@ -57,6 +57,19 @@ struct DecodePlan {
   std::int64_t chunk_positions(std::int64_t visible) const;
 };
 
+// One rank's share of every slot's positions in a sharded decode (SPEC §2.10): slot s holds the
+// tokens at absolute positions [begin[s], end[s]), stored where an unsharded cache stores
+// positions [0, end[s] − begin[s]) (the rank appends the token at position p as p − begin[s]).
+// A query at absolute position p sees the positions it sees unsharded that lie in its slot's
+// range; a query that sees none of them gets zeros and lse −inf. i32 [slots] each, on the
+// cache's device and read there at run time like seq_pos (a captured graph replays with new
+// values), 0 <= begin <= end; end = INT32_MAX leaves a range open (the rank holding the newest
+// tokens). Absent views (the default): every slot holds its whole sequence.
+struct DecodeShard {
+  TensorView begin;
+  TensorView end;
+};
+
 // Validates the cache configuration and options, picks the chunk policy for the cache's device
 // and sizes the workspace for up to `max_queries` query rows per run
 // (max_queries · n_heads at most 2^24).
@@ -74,7 +87,12 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
 // Index values (and a paged cache's block table) are checked on the host before launch,
 // except while a CUDA stream is being captured into a graph: then rows naming an unknown slot,
 // an out-of-range position or a page outside the cache are written as NaN and nothing outside
-// the cache is read.
+// the cache is read. `shard`: the rank's share of the positions (DecodeShard); a row whose
+// shard range is invalid is written as NaN, like one naming an unknown slot.
+void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                const TensorView& out, const TensorView& lse, const TensorView& workspace,
+                Stream stream = {});
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                 const TensorView& lse, const TensorView& workspace, Stream stream = {});

@@ -11,16 +11,19 @@
 
 namespace turbodecode::attention {
 
-// One query row: the absolute positions [lo, hi] it sees (never empty: a row sees at least its
-// own token) and the positions per chunk of its length.
+// One query row: the positions [lo, hi] of the cache it sees (absolute, or local to a shard;
+// hi < lo when it sees none of a shard's) and the positions per chunk of its length.
 struct QueryRow {
   std::int32_t slot;
   std::int64_t lo, hi;
   std::int64_t chunk;
 
+  bool sees_nothing() const { return hi < lo; }
   std::int64_t first_chunk() const { return lo / chunk; }
   std::int64_t last_chunk() const { return hi / chunk; }
-  int chunks() const { return static_cast<int>(last_chunk() - first_chunk() + 1); }
+  int chunks() const {
+    return sees_nothing() ? 0 : static_cast<int>(last_chunk() - first_chunk() + 1);
+  }
 };
 
 // Rows [first_row, first_row + rows) of one run, whose chunk sizes are equal, over chunk
@@ -32,12 +35,12 @@ struct WorkItem {
   std::int64_t chunk;
 };
 
-// The rows of a call, from host-readable slot ids and positions.
+// The rows of a run_decode, from host-readable slot ids, positions and shard ranges.
 std::vector<QueryRow> resolve_rows(const DecodePlan& plan, const TensorView& slot_ids,
-                                   const TensorView& seq_pos);
+                                   const TensorView& seq_pos, const DecodeShard& shard);
 
-// The items of a call, run by run. Rows of a run have nondecreasing windows, so the rows that
-// share a chunk size are consecutive, and the chunks any of them meets are consecutive too.
+// The items of a run_decode, run by run: per stretch of a run's rows that share a chunk size,
+// the chunks any of them meets (consecutive: the rows' windows overlap or touch).
 std::vector<WorkItem> work_items(const DecodePlan& plan, const std::vector<QueryRow>& rows);
 
 }  // namespace turbodecode::attention

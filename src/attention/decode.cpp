@@ -19,14 +19,21 @@ void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorVi
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                 const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
                 const TensorView& lse, const TensorView& workspace, Stream stream) {
-  attention::validate_decode(plan, cache, q, slot_ids, seq_pos, out, lse, workspace, stream);
+  run_decode(plan, cache, q, slot_ids, seq_pos, DecodeShard{}, out, lse, workspace, stream);
+}
+
+void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
+                const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                const TensorView& out, const TensorView& lse, const TensorView& workspace,
+                Stream stream) {
+  attention::validate_decode(plan, cache, q, slot_ids, seq_pos, shard, out, lse, workspace, stream);
 #ifdef TURBODECODE_WITH_CUDA
   if (plan.cache.device == Device::cuda) {
-    cuda::run_decode(plan, cache, q, slot_ids, seq_pos, out, lse, workspace, stream);
+    cuda::run_decode(plan, cache, q, slot_ids, seq_pos, shard, out, lse, workspace, stream);
     return;
   }
 #endif
-  attention::run_decode_cpu(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
+  attention::run_decode_cpu(plan, cache, q, slot_ids, seq_pos, shard, out, lse, workspace);
 }
 
 }  // namespace turbodecode

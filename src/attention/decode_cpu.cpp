@@ -379,7 +379,9 @@ void attend_chunk(const DecodeJob& job, const WorkItem& item, ItemScratch& scrat
       scratch.m[head] = -INFINITY;
       scratch.l[head] = 0.0f;
       scratch.o[head] = nullptr;
-      if (item.chunk < row.first_chunk() || item.chunk > row.last_chunk()) continue;
+      if (row.sees_nothing() || item.chunk < row.first_chunk() || item.chunk > row.last_chunk()) {
+        continue;
+      }
       scratch.o[head] = job.layout.partial_o(job.workspace, query, query_head,
                                              static_cast<int>(item.chunk - row.first_chunk()));
       std::fill_n(scratch.o[head], dim, 0.0f);
@@ -439,8 +441,8 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
 
 // The per-target body of run_decode_cpu (decode_cpu.h).
 void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                    const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                    const TensorView& lse, const TensorView& workspace) {
+                    const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                    const TensorView& out, const TensorView& lse, const TensorView& workspace) {
   const KvCacheConfig& config = plan.cache;
   const DecodeJob job{plan,
                       cache::row_addressing(cache),
@@ -451,7 +453,7 @@ void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const Tens
                       lse,
                       workspace.data,
                       CpuWorkspaceLayout(plan),
-                      resolve_rows(plan, slot_ids, seq_pos),
+                      resolve_rows(plan, slot_ids, seq_pos, shard),
                       plan.options.n_heads / config.n_kv_heads,
                       is_turboquant(config.k_format)};
   const std::int64_t n = q.shape[0];
@@ -495,9 +497,10 @@ namespace turbodecode::attention {
 HWY_EXPORT(run_decode_cpu);
 
 void run_decode_cpu(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                    const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                    const TensorView& lse, const TensorView& workspace) {
-  HWY_DYNAMIC_DISPATCH(run_decode_cpu)(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
+                    const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                    const TensorView& out, const TensorView& lse, const TensorView& workspace) {
+  HWY_DYNAMIC_DISPATCH(run_decode_cpu)
+  (plan, cache, q, slot_ids, seq_pos, shard, out, lse, workspace);
 }
 
 }  // namespace turbodecode::attention

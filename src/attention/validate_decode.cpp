@@ -30,25 +30,50 @@ void check_cache(const DecodePlan& plan, const KvCacheView& cache) {
   cache::check_cache_view(cache);
 }
 
-// Each entry names a known slot and a position the cache can hold.
-void check_entries(const KvCacheConfig& c, const std::vector<std::int32_t>& slots,
-                   const std::vector<std::int32_t>& positions) {
+// The host copy of a shard's ranges (empty vectors: no shard).
+struct HostShard {
+  std::vector<std::int32_t> begin, end;
+
+  ShardRange range(std::int32_t slot) const {
+    if (begin.empty()) return {};
+    const auto s = static_cast<std::size_t>(slot);
+    return {begin[s], end[s]};
+  }
+};
+
+// Each entry names a known slot, a position >= 0 and, in its slot's shard range (if any), a
+// window the cache can hold.
+void check_entries(const DecodePlan& plan, const std::vector<std::int32_t>& slots,
+                   const std::vector<std::int32_t>& positions, const HostShard& shard) {
+  const KvCacheConfig& c = plan.cache;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    check_arg(slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
-              "entry " + std::to_string(i) + " is " + std::to_string(slots[i]) +
-                  ", must be in [0, " + std::to_string(c.slots) + ")");
+    const std::string entry = "entry " + std::to_string(i) + " is ";
     check_arg(
-        positions[i] >= 0, "seq_pos",
-        "entry " + std::to_string(i) + " is " + std::to_string(positions[i]) + ", must be >= 0");
-    check_arg(c.kind == LayerKind::ring || positions[i] < c.capacity, "seq_pos",
-              "entry " + std::to_string(i) + " is " + std::to_string(positions[i]) +
-                  ", beyond the linear cache's capacity " + std::to_string(c.capacity));
+        slots[i] >= 0 && slots[i] < c.slots, "slot_ids",
+        entry + std::to_string(slots[i]) + ", must be in [0, " + std::to_string(c.slots) + ")");
+    check_arg(positions[i] >= 0, "seq_pos",
+              entry + std::to_string(positions[i]) + ", must be >= 0");
+    const ShardRange range = shard.range(slots[i]);
+    check_arg(range.begin >= 0 && range.begin <= range.end, "shard",
+              "slot " + std::to_string(slots[i]) + " has the range [" +
+                  std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                  "), must have 0 <= begin <= end");
+    const Window w = query_window(plan.options.mask, positions[i], c.capacity,
+                                  plan.options.sliding_window, range);
+    check_arg(
+        c.kind == LayerKind::ring || w.visible() == 0 || w.last_position() < c.capacity, "seq_pos",
+        entry + std::to_string(positions[i]) + ", beyond the linear cache's capacity " +
+            std::to_string(c.capacity) +
+            (shard.begin.empty() ? ""
+                                 : " from its slot's shard begin " + std::to_string(range.begin)));
   }
 }
 
 // Every run of query_tokens rows is one slot's tokens at consecutive positions (SPEC §2.8).
+// A run's rows lie on one side of the last position its slot's shard holds, so their windows
+// there grow or shrink along the run, never both.
 void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
-                const std::vector<std::int32_t>& positions) {
+                const std::vector<std::int32_t>& positions, const HostShard& shard) {
   for (std::size_t first = 0; first < slots.size();
        first += static_cast<std::size_t>(query_tokens)) {
     for (std::size_t i = first + 1; i < first + static_cast<std::size_t>(query_tokens); ++i) {
@@ -62,6 +87,13 @@ void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
                 "entry " + std::to_string(i) + " must be one more than entry " +
                     std::to_string(i - 1) + rule);
     }
+    const std::size_t last = first + static_cast<std::size_t>(query_tokens) - 1;
+    const std::int64_t shard_last = shard.range(slots[first]).end - 1;
+    check_arg(positions[first] >= shard_last || positions[last] <= shard_last, "shard",
+              "slot " + std::to_string(slots[first]) + " ends its range at " +
+                  std::to_string(shard_last + 1) + ", inside the run of entries " +
+                  std::to_string(first) + "…" + std::to_string(last) +
+                  " (a run's tokens lie on one side of a shard's end)");
   }
 }
 
@@ -86,16 +118,17 @@ void mark_pages(const KvCacheConfig& c, std::int64_t lo, std::int64_t hi,
 // of the cache; entries no row reads may hold anything.
 void check_block_table(const DecodePlan& plan, const TensorView& table,
                        const std::vector<std::int32_t>& slots,
-                       const std::vector<std::int32_t>& positions, Stream stream) {
+                       const std::vector<std::int32_t>& positions, const HostShard& shard,
+                       Stream stream) {
   const KvCacheConfig& c = plan.cache;
   const auto per_slot = static_cast<std::size_t>(pages_per_slot(c));
   std::vector<std::vector<bool>> read(static_cast<std::size_t>(c.slots));
   for (std::size_t i = 0; i < slots.size(); ++i) {
     std::vector<bool>& pages = read[static_cast<std::size_t>(slots[i])];
     pages.resize(per_slot);
-    const Window w =
-        query_window(plan.options.mask, positions[i], c.capacity, plan.options.sliding_window);
-    mark_pages(c, w.first_position(), w.last_position(), pages);
+    const Window w = query_window(plan.options.mask, positions[i], c.capacity,
+                                  plan.options.sliding_window, shard.range(slots[i]));
+    if (w.visible() > 0) mark_pages(c, w.first_position(), w.last_position(), pages);
   }
   std::vector<std::int64_t> offsets;
   std::vector<std::pair<std::int64_t, std::int64_t>> entries;  // (slot, page index)
@@ -117,21 +150,28 @@ void check_block_table(const DecodePlan& plan, const TensorView& table,
 }
 
 void check_index_values(const DecodePlan& plan, const KvCacheView& cache,
-                        const TensorView& slot_ids, const TensorView& seq_pos, Stream stream) {
+                        const TensorView& slot_ids, const TensorView& seq_pos,
+                        const DecodeShard& shard, Stream stream) {
   const std::vector<std::int32_t> slots = read_indices_to_host(slot_ids, stream);
   const std::vector<std::int32_t> positions = read_indices_to_host(seq_pos, stream);
-  check_entries(plan.cache, slots, positions);
-  check_runs(plan.options.query_tokens, slots, positions);
+  HostShard ranges;
+  if (shard.begin.present()) {
+    ranges.begin = read_indices_to_host(shard.begin, stream);
+    ranges.end = read_indices_to_host(shard.end, stream);
+  }
+  check_entries(plan, slots, positions, ranges);
+  check_runs(plan.options.query_tokens, slots, positions, ranges);
   if (plan.cache.page_size > 0) {
-    check_block_table(plan, cache.block_table, slots, positions, stream);
+    check_block_table(plan, cache.block_table, slots, positions, ranges, stream);
   }
 }
 
 }  // namespace
 
 void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                     const TensorView& lse, const TensorView& workspace, Stream stream) {
+                     const TensorView& slot_ids, const TensorView& seq_pos,
+                     const DecodeShard& shard, const TensorView& out, const TensorView& lse,
+                     const TensorView& workspace, Stream stream) {
   const Device device = plan.cache.device;
   check_backend(device);
   check_cache(plan, cache);
@@ -151,6 +191,12 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   if (lse.present()) check_rows(lse, "lse", device, DType::f32, {n, heads});
   check_tensor(slot_ids, "slot_ids", device, DType::i32, {n});
   check_tensor(seq_pos, "seq_pos", device, DType::i32, {n});
+  check_arg(shard.begin.present() == shard.end.present(), "shard",
+            "shard.begin and shard.end are given together or not at all");
+  if (shard.begin.present()) {
+    check_tensor(shard.begin, "shard.begin", device, DType::i32, {plan.cache.slots});
+    check_tensor(shard.end, "shard.end", device, DType::i32, {plan.cache.slots});
+  }
   check_rows(workspace, "workspace", device, DType::u8, {kAnyExtent});
   check_arg(workspace.shape[0] >= plan.workspace_bytes, "workspace",
             "must hold at least " + std::to_string(plan.workspace_bytes) + " bytes");
@@ -166,7 +212,9 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
       {&cache.k_norms, "cache.k_norms"},
       {&cache.v, "cache.v"},
       {&cache.v_norms, "cache.v_norms"},
-      {&cache.block_table, "cache.block_table"}};
+      {&cache.block_table, "cache.block_table"},
+      {&shard.begin, "shard.begin"},
+      {&shard.end, "shard.end"}};
   for (const auto& [input, name] : inputs) {
     check_disjoint(out, "out", *input, name);
     check_disjoint(workspace, "workspace", *input, name);
@@ -179,7 +227,7 @@ void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const Ten
   }
 
   if (device == Device::cuda && cuda::is_capturing(stream)) return;
-  check_index_values(plan, cache, slot_ids, seq_pos, stream);
+  check_index_values(plan, cache, slot_ids, seq_pos, shard, stream);
 }
 
 }  // namespace turbodecode::attention

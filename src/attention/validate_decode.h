@@ -10,7 +10,8 @@ namespace turbodecode::attention {
 // that copy is skipped while `stream` is being captured. Throws InvalidArgument naming the
 // argument; touches no output.
 void validate_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                     const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                     const TensorView& lse, const TensorView& workspace, Stream stream);
+                     const TensorView& slot_ids, const TensorView& seq_pos,
+                     const DecodeShard& shard, const TensorView& out, const TensorView& lse,
+                     const TensorView& workspace, Stream stream);
 
 }  // namespace turbodecode::attention

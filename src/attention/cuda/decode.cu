@@ -73,7 +73,7 @@ decode::CacheSide cache_side(RowFormat format, const TensorView& rows, const Ten
 
 DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
                          const TensorView& slot_ids, const TensorView& seq_pos,
-                         const TensorView& out, const TensorView& lse,
+                         const DecodeShard& shard, const TensorView& out, const TensorView& lse,
                          const TensorView& workspace) {
   const KvCacheConfig& config = plan.cache;
   const TaskShape shape = task_shape(plan);
@@ -100,6 +100,12 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.seq_pos = seq_pos.as<const std::int32_t>();
   p.slot_stride = slot_ids.strides[0];
   p.pos_stride = seq_pos.strides[0];
+  if (shard.begin.present()) {
+    p.shard_begin = shard.begin.as<const std::int32_t>();
+    p.shard_end = shard.end.as<const std::int32_t>();
+    p.shard_begin_stride = shard.begin.strides[0];
+    p.shard_end_stride = shard.end.strides[0];
+  }
   p.out = out.as<float>();
   p.out_stride[0] = out.strides[0];
   p.out_stride[1] = out.strides[1];
@@ -118,8 +124,7 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.columns = shape.columns;
   p.tile = decode::tile_positions(config.head_dim);
   p.column_chunks = shape.column_chunks;
-  p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks,
-                    plan.options.fixed_chunk_positions};
+  p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks, plan.options.fixed_chunk_positions};
   p.task_chunks = shape.task_chunks;
   p.task_groups = shape.task_groups;
   p.blocks = plan.device_blocks;
@@ -149,7 +154,9 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 // whole chunks, stay within a few percent of each other even for a single row, and that a
 // lone short query spreads over the SMs; the chunk states cost 2% (D 256, 2 query heads per
 // KV head) to 8% (D 512, 8) of the bytes the chunk reads, mostly from L2.
-attention::ChunkLimits chunk_limits(int) { return attention::ChunkLimits{128, 1025}; }
+attention::ChunkLimits chunk_limits(int) {
+  return attention::ChunkLimits{128, 1025};
+}
 
 void plan_decode(DecodePlan& plan) {
   const decode::DecodeKernel kernel = kernel_of(plan);
@@ -164,12 +171,13 @@ void plan_decode(DecodePlan& plan) {
 }
 
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                const TensorView& lse, const TensorView& workspace, Stream stream) {
+                const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                const TensorView& out, const TensorView& lse, const TensorView& workspace,
+                Stream stream) {
   // The kernels index rows with 32-bit arithmetic.
   check_arg(plan.cache.capacity <= (std::int64_t{1} << 30), "cache.capacity",
             "the CUDA backend supports at most 2^30 positions per slot");
-  const DecodeParams p = make_params(plan, cache, q, slot_ids, seq_pos, out, lse, workspace);
+  const DecodeParams p = make_params(plan, cache, q, slot_ids, seq_pos, shard, out, lse, workspace);
   kernel_of(plan).launch(p, native(stream));
 }
 

@@ -19,7 +19,8 @@ attention::ChunkLimits chunk_limits(int head_dim);
 void plan_decode(DecodePlan& plan);
 
 void run_decode(const DecodePlan& plan, const KvCacheView& cache, const TensorView& q,
-                const TensorView& slot_ids, const TensorView& seq_pos, const TensorView& out,
-                const TensorView& lse, const TensorView& workspace, Stream stream);
+                const TensorView& slot_ids, const TensorView& seq_pos, const DecodeShard& shard,
+                const TensorView& out, const TensorView& lse, const TensorView& workspace,
+                Stream stream);
 
 }  // namespace turbodecode::cuda

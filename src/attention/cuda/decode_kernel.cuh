@@ -331,8 +331,7 @@ struct DecodeBlock {
         shares.lo[k] = 1;
         shares.hi[k] = 0;
         if (column < columns_here) {
-          const attention::Window w =
-              row_window(p, p.seq_pos[columns.row[column] * p.pos_stride]);
+          const attention::Window w = query_row(p, columns.row[column]).window;
           shares.lo[k] = w.first_position();
           shares.hi[k] = w.last_position();
         }

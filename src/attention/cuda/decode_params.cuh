@@ -20,9 +20,9 @@ inline constexpr int kMergeGroup = 32;
 struct CacheSide {
   const unsigned char* rows = nullptr;
   const float* scales = nullptr;  // FP8 scales or TQ norms; null for F16 rows
-  std::int64_t page_bytes = 0, head_bytes = 0, row_bytes = 0;      // byte strides of rows
-  std::int64_t scale_page = 0, scale_head = 0, scale_row = 0;      // element strides of scales
-  int bits = 0;                   // TQ codebook width
+  std::int64_t page_bytes = 0, head_bytes = 0, row_bytes = 0;  // byte strides of rows
+  std::int64_t scale_page = 0, scale_head = 0, scale_row = 0;  // element strides of scales
+  int bits = 0;                                                // TQ codebook width
 };
 
 struct DecodeParams {
@@ -44,6 +44,10 @@ struct DecodeParams {
   const std::int32_t* slot_ids = nullptr;
   const std::int32_t* seq_pos = nullptr;
   std::int64_t slot_stride = 1, pos_stride = 1;
+  // A sharded decode's ranges per slot (DecodeShard); null: every slot holds its whole sequence.
+  const std::int32_t* shard_begin = nullptr;
+  const std::int32_t* shard_end = nullptr;
+  std::int64_t shard_begin_stride = 1, shard_end_stride = 1;
   float* out = nullptr;  // [n_rows, n_heads, D]
   std::int64_t out_stride[2] = {};
   float* lse = nullptr;  // [n_rows, n_heads] or null
@@ -55,20 +59,20 @@ struct DecodeParams {
   int parts_per_run = 1;  // 2 when a run may straddle a chunk-size threshold
   int n_heads = 0;
   int n_kv_heads = 0;
-  int group = 1;           // query heads per KV head
-  int columns = 2;         // query columns per block (the kernel instance's)
-  int tile = 32;           // positions per tile of the instance (decode_shape.h)
-  int column_chunks = 1;   // most blocks of columns a run's part needs per KV head
+  int group = 1;          // query heads per KV head
+  int columns = 2;        // query columns per block (the kernel instance's)
+  int tile = 32;          // positions per tile of the instance (decode_shape.h)
+  int column_chunks = 1;  // most blocks of columns a run's part needs per KV head
   attention::ChunkPolicy chunk_policy;
-  int task_chunks = 1;     // chunk states a task may hold (max_chunks + 1)
-  int task_groups = 1;     // first-level merge groups a task may hold
-  int blocks = 1;          // blocks of the persistent launch
+  int task_chunks = 1;  // chunk states a task may hold (max_chunks + 1)
+  int task_groups = 1;  // first-level merge groups a task may hold
+  int blocks = 1;       // blocks of the persistent launch
 
-  float* state_o = nullptr;        // [tasks, task_chunks, columns, D]
-  float2* state_ml = nullptr;      // [tasks, task_chunks, columns]
-  float* group_o = nullptr;        // [tasks, task_groups, columns, D]
-  float2* group_ml = nullptr;      // [tasks, task_groups, columns]
-  unsigned* counters = nullptr;    // [tasks, 1 + task_groups]: finished groups, then chunks per group
+  float* state_o = nullptr;      // [tasks, task_chunks, columns, D]
+  float2* state_ml = nullptr;    // [tasks, task_chunks, columns]
+  float* group_o = nullptr;      // [tasks, task_groups, columns, D]
+  float2* group_ml = nullptr;    // [tasks, task_groups, columns]
+  unsigned* counters = nullptr;  // [tasks, 1 + task_groups]: finished groups, then chunks per group
 
   float scale = 1.0f;
   float softcap = 0.0f;

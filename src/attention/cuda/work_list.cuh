@@ -19,23 +19,27 @@
 
 namespace turbodecode::cuda::decode {
 
+// A query row's slot and window (over its slot's shard when sharded); !valid when it names
+// an index the cache cannot hold (only possible while a graph replays: the host checks).
 struct QueryRow {
   bool valid;
   std::int64_t slot;
-  std::int64_t position;
+  attention::Window window;
 };
 
 __device__ __forceinline__ QueryRow query_row(const DecodeParams& p, int row) {
   const std::int64_t slot = p.slot_ids[row * p.slot_stride];
   const std::int64_t position = p.seq_pos[row * p.pos_stride];
-  const bool valid =
-      slot >= 0 && slot < p.slots && position >= 0 && (p.ring || position < p.capacity);
-  return {valid, slot, position};
-}
-
-__device__ __forceinline__ attention::Window row_window(const DecodeParams& p,
-                                                        std::int64_t position) {
-  return attention::query_window(p.mask, position, p.capacity, p.sliding_window);
+  bool valid = slot >= 0 && slot < p.slots && position >= 0;
+  attention::ShardRange shard;
+  if (valid && p.shard_begin != nullptr) {
+    shard = {p.shard_begin[slot * p.shard_begin_stride], p.shard_end[slot * p.shard_end_stride]};
+    valid = shard.begin >= 0 && shard.begin <= shard.end;
+  }
+  const attention::Window window =
+      attention::query_window(p.mask, position, p.capacity, p.sliding_window, shard);
+  valid = valid && (p.ring || window.visible() == 0 || window.last_position() < p.capacity);
+  return {valid, slot, window};
 }
 
 __device__ __forceinline__ std::int64_t row_chunk(const DecodeParams& p,
@@ -44,7 +48,7 @@ __device__ __forceinline__ std::int64_t row_chunk(const DecodeParams& p,
 }
 
 struct RunPart {
-  int items;  // work items of the part (0: the part is empty)
+  int items;   // work items of the part (0: the part is empty)
   bool valid;  // false: one item that writes the run's rows as NaN
   int run, part;
   int first_token, tokens;  // the part's rows: run · query_tokens + first_token + i
@@ -85,15 +89,16 @@ static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int 
     return r;
   }
   r.valid = true;
-  // Chunk sizes grow with the length, which grows along the run: the rows with the first
-  // size are a prefix. A third size cannot occur (the plan's thresholds lie further apart
-  // than a run is long); the run would be written as NaN.
-  const std::int64_t first_chunk_size = row_chunk(p, row_window(p, first.position));
+  // The rows' visible counts move one way along the run (with the position, or against it on
+  // a shard whose end the run lies beyond), so the rows with the first chunk size are a
+  // prefix. A third size cannot occur (the plan's thresholds lie further apart than a run is
+  // long); the run would be written as NaN.
+  const std::int64_t first_chunk_size = row_chunk(p, first.window);
   int split = p.query_tokens;
   bool third_size = false;
   std::int64_t later_size = 0;
   for (int t = 1; t < p.query_tokens; ++t) {
-    const std::int64_t c = row_chunk(p, row_window(p, query_row(p, first_row + t).position));
+    const std::int64_t c = row_chunk(p, query_row(p, first_row + t).window);
     if (c != first_chunk_size) {
       if (split == p.query_tokens) {
         split = t;
@@ -118,20 +123,28 @@ static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int 
   r.lo = INT64_MAX;
   r.hi = -1;
   for (int t = 0; t < r.tokens; ++t) {
-    const attention::Window w =
-        row_window(p, query_row(p, first_row + r.first_token + t).position);
+    const attention::Window w = query_row(p, first_row + r.first_token + t).window;
+    if (w.visible() == 0) continue;
     r.lo = w.first_position() < r.lo ? w.first_position() : r.lo;
     r.hi = w.last_position() > r.hi ? w.last_position() : r.hi;
   }
-  r.first_chunk = r.lo / r.chunk;
-  r.chunks = static_cast<int>(r.hi / r.chunk - r.first_chunk + 1);
-  if (r.chunks > p.task_chunks) {  // beyond the workspace: cannot happen for a valid plan
-    r.valid = false;
-    r.items = part == 0 ? 1 : 0;
-    return r;
-  }
-  r.task_tiles = static_cast<int>(r.hi / p.tile - r.lo / p.tile + 1);
   r.column_chunks = (r.tokens * p.group + p.columns - 1) / p.columns;
+  if (r.hi < r.lo) {  // no row sees any of the shard's positions: one empty chunk, a nominal tile
+    r.lo = 0;
+    r.hi = -1;
+    r.first_chunk = 0;
+    r.chunks = 1;
+    r.task_tiles = 1;
+  } else {
+    r.first_chunk = r.lo / r.chunk;
+    r.chunks = static_cast<int>(r.hi / r.chunk - r.first_chunk + 1);
+    if (r.chunks > p.task_chunks) {  // beyond the workspace: cannot happen for a valid plan
+      r.valid = false;
+      r.items = part == 0 ? 1 : 0;
+      return r;
+    }
+    r.task_tiles = static_cast<int>(r.hi / p.tile - r.lo / p.tile + 1);
+  }
   r.items = p.n_kv_heads * r.column_chunks * r.chunks;
   return r;
 }
@@ -179,7 +192,7 @@ struct WorkCursor {
     ++item;
     while (item >= part.items && (part.run + 1 < p.n_runs || part.part + 1 < p.parts_per_run)) {
       part = part.part + 1 < p.parts_per_run ? describe_part(p, part.run, part.part + 1)
-                                              : describe_part(p, part.run + 1, 0);
+                                             : describe_part(p, part.run + 1, 0);
       item = 0;
     }
   }
