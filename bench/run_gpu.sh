@@ -4,6 +4,7 @@
 #   smi        nvidia-smi
 #   ctest      ctest -L gpu (every *_gpu_test)
 #   bench      build/release/bench/attention_bench (bandwidth, decode, append) -> JSON
+#   shard      build/release/bench/sharded_decode_bench (R ranks on the same context)
 #   peer       bench/peers/sdpa_peer.py (PyTorch SDPA on the same shapes)    -> JSON
 #   flashinfer bench/peers/flashinfer_peer.py (FlashInfer paged decode, F16 and FP8 KV, on the
 #              same shapes, and its fidelity on the main job's data), after installing
@@ -139,6 +140,18 @@ BENCH="$BUILD/bench/attention_bench"
 SHAPES="$SCRATCH/shapes.json"
 run_step "attention_bench" SKIP_BENCH 200 \
   "$BENCH" $QUICK_FLAG --json "$JSON_DIR/attention_bench.json"
+# Sharded decode over R ranks (SPEC §2.10): through NCCL over the GPUs when there are several,
+# else R streams of this GPU in one process (the sharding's own cost).
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+SHARD_COMM=local
+SHARD_RANKS=1,2,4
+if ((GPUS > 1)); then SHARD_COMM=nccl SHARD_RANKS=$(seq -s, 1 "$GPUS"); fi
+for shape in "1 1048576" "8 131072"; do
+  read -r batch length <<<"$shape"
+  run_step "sharded_decode_bench B=$batch L=$length" SKIP_SHARD 90 \
+    "$BUILD/bench/sharded_decode_bench" --communicator $SHARD_COMM --ranks "$SHARD_RANKS" \
+    --batch "$batch" --length "$length"
+done
 run_step "decode shapes (for the peers)" SKIP_SHAPES 20 "$BENCH" --list-shapes "$SHAPES" $QUICK_FLAG
 run_step "sdpa_peer" SKIP_PEER 150 \
   python3 bench/peers/sdpa_peer.py --shapes "$SHAPES" --json "$JSON_DIR/sdpa_peer.json" $QUICK_FLAG

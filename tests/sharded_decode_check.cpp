@@ -1,0 +1,222 @@
+#include "sharded_decode_check.h"
+
+#include <array>
+#include <cstring>
+
+namespace turbodecode::testing {
+namespace {
+
+constexpr std::int64_t kSlots = 3;
+constexpr std::int64_t kLinearCapacity = 1536;
+
+// The K and V rows of every position of one slot, [length, n_kv_heads, D] f32.
+struct SlotTokens {
+  std::vector<float> k, v;
+};
+
+// Appends positions [first, last) of `tokens` to `slot` of `cache` at positions shifted down by
+// `shift`, in batches a ring can take (no two tokens of a batch on one row).
+void append_span(const KvCacheView& cache, const SlotTokens& tokens, std::int32_t slot,
+                 std::int32_t first, std::int32_t last, std::int32_t shift) {
+  const KvCacheConfig& c = cache.config;
+  const std::int64_t row = c.n_kv_heads * c.head_dim;
+  for (std::int32_t from = first; from < last;) {
+    const auto count = static_cast<std::int32_t>(std::min<std::int64_t>(last - from, c.capacity));
+    std::vector<std::int32_t> slots(static_cast<std::size_t>(count), slot), positions;
+    for (std::int32_t i = 0; i < count; ++i) positions.push_back(from + i - shift);
+    const auto rows = [&](const std::vector<float>& values) {
+      return to_device(c.device, values.data() + from * row, count * row * 4);
+    };
+    const Buffer k = rows(tokens.k), v = rows(tokens.v);
+    const Buffer s = to_device(c.device, slots), p = to_device(c.device, positions);
+    append_kv(cache, k.view(DType::f32, {count, c.n_kv_heads, c.head_dim}),
+              v.view(DType::f32, {count, c.n_kv_heads, c.head_dim}), s.view(DType::i32, {count}),
+              p.view(DType::i32, {count}));
+    from += count;
+  }
+}
+
+// A cache of the case's configuration on `device` with an identity block table when paged.
+struct DeviceCache {
+  KvCache cache;
+  Buffer table;
+  KvCacheView view;
+
+  explicit DeviceCache(const KvCacheConfig& config) : cache(config) {
+    if (config.page_size == 0) {
+      view = cache.view();
+      return;
+    }
+    std::vector<std::int32_t> entries(static_cast<std::size_t>(config.pages));
+    for (std::size_t j = 0; j < entries.size(); ++j) entries[j] = static_cast<std::int32_t>(j);
+    table = to_device(config.device, entries);
+    view = cache.view(table.view(DType::i32, {config.slots, pages_per_slot(config)}));
+  }
+};
+
+std::vector<float> row_of(const std::vector<float>& values, std::int64_t row, std::int64_t size) {
+  return {values.begin() + row * size, values.begin() + (row + 1) * size};
+}
+
+}  // namespace
+
+std::string ShardCase::describe() const {
+  std::string s =
+      std::string(cache.kind == LayerKind::ring ? "ring" : "linear") +
+      " mask=" + std::to_string(static_cast<int>(options.mask)) +
+      " D=" + std::to_string(cache.head_dim) + " K=" + format_name(cache.k_format) +
+      " V=" + format_name(cache.v_format) + " heads=" + std::to_string(options.n_heads) +
+      " kv_heads=" + std::to_string(cache.n_kv_heads) +
+      " query_tokens=" + std::to_string(options.query_tokens) +
+      " page=" + std::to_string(cache.page_size) + " cap=" + std::to_string(cache.capacity) +
+      " window=" + std::to_string(options.sliding_window) + " lengths/cuts=";
+  for (std::size_t slot = 0; slot < lengths.size(); ++slot) {
+    s += std::to_string(lengths[slot]) + ":";
+    for (auto cut : cuts[slot]) s += std::to_string(cut) + ",";
+    s += " ";
+  }
+  return s;
+}
+
+std::vector<ShardCase> shard_cases(std::span<const RowFormat> k_formats,
+                                   std::span<const RowFormat> v_formats, int ranks) {
+  std::mt19937 design(20261203);  // fixed: the design is reproducible, the data is not
+  const auto pick = [&](const auto& values) { return values[design() % std::size(values)]; };
+  const auto below = [&](std::int64_t n) { return static_cast<std::int32_t>(design() % n); };
+  const MaskKind masks[] = {MaskKind::causal, MaskKind::sliding_linear, MaskKind::sliding_ring};
+  std::vector<ShardCase> cases;
+  int index = 0;
+  for (RowFormat k : k_formats) {
+    for (RowFormat v : v_formats) {
+      ShardCase c;
+      const MaskKind mask = masks[index++ % 3];
+      const bool ring = mask == MaskKind::sliding_ring;
+      c.cache.slots = kSlots;
+      c.cache.head_dim = pick(std::array{256, 512});
+      c.cache.n_kv_heads = pick(std::array{1, 2});
+      c.cache.kind = ring ? LayerKind::ring : LayerKind::linear;
+      c.cache.k_format = k;
+      c.cache.v_format = v;
+      c.cache.capacity = ring ? pick(std::array{64, 256, 600}) : kLinearCapacity;
+      c.cache.page_size = pick(std::array{0, 16, 64});
+      c.cache.pages = c.cache.page_size > 0 ? kSlots * pages_per_slot(c.cache) : 0;
+      c.options.n_heads = pick(std::array{1, 2, 4, 8}) * c.cache.n_kv_heads;
+      c.options.mask = mask;
+      c.options.query_tokens = pick(std::array{1, 1, 2, 4});
+      c.options.softcap = design() % 2 ? 2.5f : 0.0f;
+      c.options.rotated_output = design() % 2;
+      std::int64_t window = mask == MaskKind::causal ? 0 : pick(std::array{0, 1, 100, 700});
+      if (ring && c.options.query_tokens > 1) {
+        if (window == 0) window = 100;
+        window = std::min<std::int64_t>(window, c.cache.capacity - c.options.query_tokens + 1);
+      }
+      c.options.sliding_window = window;
+      for (std::int64_t slot = 0; slot < kSlots; ++slot) {
+        const std::int32_t length =
+            c.options.query_tokens + below(ring ? 3000 : kLinearCapacity - 4);
+        std::vector<std::int32_t> cuts;
+        // Cuts at 0, inside the sequence before its draft, or beyond its end: a closed range
+        // never ends inside a draft (run_decode rejects that).
+        for (int r = 1; r < ranks; ++r) {
+          const std::int32_t draft = length - c.options.query_tokens;
+          cuts.push_back(pick(std::array{0, 1, 2, 2, 2, 3}) == 0 ? 0
+                         : pick(std::array{0, 1, 1, 1, 1}) == 0  ? length + 5
+                                                                 : below(draft + 2));
+        }
+        std::sort(cuts.begin(), cuts.end());
+        c.lengths.push_back(length);
+        c.cuts.push_back(cuts);
+      }
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed) {
+  KvCacheConfig config = c.cache;
+  config.device = device;
+  const std::int64_t heads = c.options.n_heads, dim = config.head_dim;
+  const std::int64_t row = config.n_kv_heads * dim;
+  std::vector<SlotTokens> tokens;
+  std::vector<std::int32_t> slots, positions;
+  for (std::int64_t s = 0; s < kSlots; ++s) {
+    const std::int32_t length = c.lengths[static_cast<std::size_t>(s)];
+    tokens.push_back({gaussian(static_cast<std::size_t>(length * row), seed + 2 * s),
+                      gaussian(static_cast<std::size_t>(length * row), seed + 2 * s + 1)});
+    for (std::int32_t t = length - c.options.query_tokens; t < length; ++t) {
+      slots.push_back(static_cast<std::int32_t>(kSlots - 1 - s));  // slots out of order
+      positions.push_back(t);
+    }
+  }
+  const auto n = static_cast<std::int64_t>(slots.size());
+  const auto slot_tokens = [&](std::int32_t slot) -> const SlotTokens& {
+    return tokens[static_cast<std::size_t>(kSlots - 1 - slot)];
+  };
+  const DecodePlan plan = plan_decode(config, c.options, n);
+  const Buffer q = to_device(device, gaussian(static_cast<std::size_t>(n * heads * dim), seed - 1));
+  const Buffer slot_ids = to_device(device, slots), seq_pos = to_device(device, positions);
+  const auto decode = [&](const KvCacheView& cache, const DecodeShard& shard, const TensorView& out,
+                          const TensorView& lse) {
+    Buffer workspace(device, std::max<std::int64_t>(plan.workspace_bytes, 16));
+    workspace.fill_bytes(0);
+    run_decode(plan, cache, q.view(DType::f32, {n, heads, dim}), slot_ids.view(DType::i32, {n}),
+               seq_pos.view(DType::i32, {n}), shard, out, lse,
+               workspace.view(DType::u8, {workspace.bytes()}));
+  };
+
+  // Unsharded: every slot's whole sequence in one cache.
+  DeviceCache whole(config);
+  for (std::int32_t slot = 0; slot < kSlots; ++slot) {
+    append_span(whole.view, slot_tokens(slot), slot, 0, c.lengths[kSlots - 1 - slot], 0);
+  }
+  Buffer out(device, n * heads * dim * 4), lse(device, n * heads * 4);
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  decode(whole.view, {}, out.view(DType::f32, {n, heads, dim}), lse.view(DType::f32, {n, heads}));
+
+  // R ranks, each its own cache and shard ranges, writing into its slice of the parts.
+  const int ranks = c.ranks();
+  Buffer parts_out(device, ranks * n * heads * dim * 4), parts_lse(device, ranks * n * heads * 4);
+  parts_out.fill_bytes(0xFF);
+  parts_lse.fill_bytes(0xFF);
+  for (int r = 0; r < ranks; ++r) {
+    DeviceCache rank(config);
+    std::vector<std::int32_t> begin, end;
+    for (std::int32_t slot = 0; slot < kSlots; ++slot) {
+      const auto s = static_cast<std::size_t>(kSlots - 1 - slot);
+      begin.push_back(c.begin(r, s));
+      end.push_back(c.end(r, s));
+      const std::int32_t last = std::min(c.end(r, s), c.lengths[s]);
+      append_span(rank.view, slot_tokens(slot), slot, begin.back(), last, begin.back());
+    }
+    const Buffer begin_buffer = to_device(device, begin), end_buffer = to_device(device, end);
+    decode(rank.view,
+           {begin_buffer.view(DType::i32, {kSlots}), end_buffer.view(DType::i32, {kSlots})},
+           parts_out.view(DType::f32, {n, heads, dim}, r * n * heads * dim * 4),
+           parts_lse.view(DType::f32, {n, heads}, r * n * heads * 4));
+  }
+  Buffer merged(device, n * heads * dim * 4), merged_lse(device, n * heads * 4);
+  merged.fill_bytes(0xFF);
+  merged_lse.fill_bytes(0xFF);
+  merge_attention(parts_out.view(DType::f32, {ranks, n, heads, dim}),
+                  parts_lse.view(DType::f32, {ranks, n, heads}),
+                  merged.view(DType::f32, {n, heads, dim}),
+                  merged_lse.view(DType::f32, {n, heads}));
+
+  const std::vector<float> want = to_host<float>(out), got = to_host<float>(merged);
+  const std::vector<float> want_lse = to_host<float>(lse), got_lse = to_host<float>(merged_lse);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::vector<float> a = row_of(got, i, heads * dim), b = row_of(want, i, heads * dim);
+    const double error = relative_l2(a, std::vector<double>(b.begin(), b.end()));
+    EXPECT_LE(error, 1e-6) << "row " << i << ": " << c.describe();
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float x = got_lse[static_cast<std::size_t>(i * heads + h)];
+      const float y = want_lse[static_cast<std::size_t>(i * heads + h)];
+      EXPECT_NEAR(x, y, 1e-6 * std::max(1.0f, std::fabs(y)))
+          << "lse row " << i << " head " << h << ": " << c.describe();
+    }
+  }
+}
+
+}  // namespace turbodecode::testing

@@ -1,0 +1,52 @@
+// Sharded decode (SPEC §2.10) checked on either backend: a batch decoded over one cache holding
+// every position, and over R caches that each hold a contiguous share of every slot's
+// positions (appended at local positions, DecodeShard), their (out, lse) merged by
+// merge_attention. The merged result equals the unsharded one within 1e-6 relative L2 per
+// query row, and the lse within 1e-6 absolute; each rank's outputs are poisoned first.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+#include "turbodecode/attention.h"
+#include "turbodecode/buffer.h"
+#include "turbodecode/kv_cache.h"
+#include "turbodecode/sharded_decode.h"
+
+namespace turbodecode::testing {
+
+// One problem: a cache configuration and options, each slot's length (its query rows are its
+// last options.query_tokens positions) and, per slot, the R − 1 cut positions between ranks.
+struct ShardCase {
+  KvCacheConfig cache;
+  DecodeOptions options;
+  std::vector<std::int32_t> lengths;            // per slot
+  std::vector<std::vector<std::int32_t>> cuts;  // per slot: R − 1 nondecreasing cuts
+
+  int ranks() const { return static_cast<int>(cuts[0].size()) + 1; }
+  // Rank r's range of slot s; the last rank's is open.
+  std::int32_t begin(int r, std::size_t s) const { return r == 0 ? 0 : cuts[s][r - 1]; }
+  std::int32_t end(int r, std::size_t s) const {
+    return r + 1 == ranks() ? std::numeric_limits<std::int32_t>::max() : cuts[s][r];
+  }
+  std::string describe() const;
+};
+
+// Every K × V format pair and mask kind, with cuts at 0, inside the sequence, at its end and
+// beyond it (ranks that hold nothing of a slot), paged and contiguous, drafts of 1–4 tokens.
+std::vector<ShardCase> shard_cases(std::span<const RowFormat> k_formats,
+                                   std::span<const RowFormat> v_formats, int ranks);
+
+// Runs the case on `device` with fresh random rows and queries from `seed`.
+void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed);
+
+}  // namespace turbodecode::testing

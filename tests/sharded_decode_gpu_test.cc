@@ -1,0 +1,34 @@
+// Sharded decode on the CUDA backend (SPEC §2.10): R contiguous shares of every slot's
+// positions, decoded with DecodeShard and merged by merge_attention, equal the unsharded decode.
+#include <gtest/gtest.h>
+
+#include "decode_cases.h"
+#include "sharded_decode_check.h"
+#include "test_support.h"
+
+namespace turbodecode {
+namespace {
+
+TEST(ShardedDecodeGpu, MergedSharesEqualTheWholeSequence) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible";
+  for (int ranks : {2, 3}) {
+    for (const testing::ShardCase& c :
+         testing::shard_cases(testing::kKFormats, testing::kVFormats, ranks)) {
+      const std::uint64_t seed = testing::fresh_seed();
+      SCOPED_TRACE("seed " + std::to_string(seed) + " ranks " + std::to_string(ranks));
+      testing::check_sharded_case(c, Device::cuda, seed);
+    }
+  }
+}
+
+// A few cases (empty shares, drafts, the merge) for compute-sanitizer's slower tools.
+TEST(ShardedDecodeGpuSanitizer, FewCases) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible";
+  const auto cases = testing::shard_cases(testing::kKFormats, testing::kVFormats, 3);
+  for (std::size_t i = 0; i < cases.size(); i += 9) {
+    testing::check_sharded_case(cases[i], Device::cuda, testing::fresh_seed());
+  }
+}
+
+}  // namespace
+}  // namespace turbodecode
