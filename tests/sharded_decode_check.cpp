@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
+
+#include "rank_threads.h"
 
 namespace turbodecode::testing {
 namespace {
@@ -52,6 +55,22 @@ struct DeviceCache {
     table = to_device(config.device, entries);
     view = cache.view(table.view(DType::i32, {config.slots, pages_per_slot(config)}));
   }
+};
+
+// One rank: its cache and its shard ranges on the device.
+struct RankShare {
+  RankShare(const KvCacheConfig& config, const std::vector<std::int32_t>& begin,
+            const std::vector<std::int32_t>& end)
+      : cache(config),
+        begin_ids(to_device(config.device, begin)),
+        end_ids(to_device(config.device, end)) {}
+
+  DecodeShard shard() const {
+    return {begin_ids.view(DType::i32, {kSlots}), end_ids.view(DType::i32, {kSlots})};
+  }
+
+  DeviceCache cache;
+  Buffer begin_ids, end_ids;
 };
 
 std::vector<float> row_of(const std::vector<float>& values, std::int64_t row, std::int64_t size) {
@@ -177,22 +196,28 @@ void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed) {
 
   // R ranks, each its own cache and shard ranges, writing into its slice of the parts.
   const int ranks = c.ranks();
-  Buffer parts_out(device, ranks * n * heads * dim * 4), parts_lse(device, ranks * n * heads * 4);
-  parts_out.fill_bytes(0xFF);
-  parts_lse.fill_bytes(0xFF);
+  std::vector<std::unique_ptr<RankShare>> shares;
   for (int r = 0; r < ranks; ++r) {
-    DeviceCache rank(config);
     std::vector<std::int32_t> begin, end;
     for (std::int32_t slot = 0; slot < kSlots; ++slot) {
       const auto s = static_cast<std::size_t>(kSlots - 1 - slot);
       begin.push_back(c.begin(r, s));
       end.push_back(c.end(r, s));
-      const std::int32_t last = std::min(c.end(r, s), c.lengths[s]);
-      append_span(rank.view, slot_tokens(slot), slot, begin.back(), last, begin.back());
     }
-    const Buffer begin_buffer = to_device(device, begin), end_buffer = to_device(device, end);
-    decode(rank.view,
-           {begin_buffer.view(DType::i32, {kSlots}), end_buffer.view(DType::i32, {kSlots})},
+    shares.push_back(std::make_unique<RankShare>(config, begin, end));
+    for (std::int32_t slot = 0; slot < kSlots; ++slot) {
+      const auto s = static_cast<std::size_t>(kSlots - 1 - slot);
+      const std::int32_t last = std::min(c.end(r, s), c.lengths[s]);
+      append_span(shares.back()->cache.view, slot_tokens(slot), slot, begin[slot], last,
+                  begin[slot]);
+    }
+  }
+  Buffer parts_out(device, ranks * n * heads * dim * 4), parts_lse(device, ranks * n * heads * 4);
+  parts_out.fill_bytes(0xFF);
+  parts_lse.fill_bytes(0xFF);
+  for (int r = 0; r < ranks; ++r) {
+    decode(shares[static_cast<std::size_t>(r)]->cache.view,
+           shares[static_cast<std::size_t>(r)]->shard(),
            parts_out.view(DType::f32, {n, heads, dim}, r * n * heads * dim * 4),
            parts_lse.view(DType::f32, {n, heads}, r * n * heads * 4));
   }
@@ -203,6 +228,33 @@ void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed) {
                   parts_lse.view(DType::f32, {ranks, n, heads}),
                   merged.view(DType::f32, {n, heads, dim}),
                   merged_lse.view(DType::f32, {n, heads}));
+
+  // run_sharded_decode, rank by rank on threads of an in-process group: bitwise the above.
+  const std::vector<std::unique_ptr<Communicator>> group = local_communicators(ranks, device);
+  std::vector<Buffer> rank_out, rank_lse;
+  for (int r = 0; r < ranks; ++r) {
+    rank_out.emplace_back(device, n * heads * dim * 4);
+    rank_lse.emplace_back(device, n * heads * 4);
+    rank_out.back().fill_bytes(0xFF);
+    rank_lse.back().fill_bytes(0xFF);
+  }
+  run_ranks(ranks, [&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    Buffer workspace(device, sharded_decode_workspace_bytes(plan, ranks));
+    workspace.fill_bytes(0);
+    run_sharded_decode(plan, shares[i]->cache.view, q.view(DType::f32, {n, heads, dim}),
+                       slot_ids.view(DType::i32, {n}), seq_pos.view(DType::i32, {n}),
+                       shares[i]->shard(), rank_out[i].view(DType::f32, {n, heads, dim}),
+                       rank_lse[i].view(DType::f32, {n, heads}),
+                       workspace.view(DType::u8, {workspace.bytes()}), *group[i]);
+  });
+  for (int r = 0; r < ranks; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    EXPECT_EQ(to_host<std::uint32_t>(rank_out[i]), to_host<std::uint32_t>(merged))
+        << "rank " << r << ": " << c.describe();
+    EXPECT_EQ(to_host<std::uint32_t>(rank_lse[i]), to_host<std::uint32_t>(merged_lse))
+        << "rank " << r << ": " << c.describe();
+  }
 
   const std::vector<float> want = to_host<float>(out), got = to_host<float>(merged);
   const std::vector<float> want_lse = to_host<float>(lse), got_lse = to_host<float>(merged_lse);

@@ -1,8 +1,9 @@
 // Sharded decode (SPEC §2.10) checked on either backend: a batch decoded over one cache holding
 // every position, and over R caches that each hold a contiguous share of every slot's
 // positions (appended at local positions, DecodeShard), their (out, lse) merged by
-// merge_attention. The merged result equals the unsharded one within 1e-6 relative L2 per
-// query row, and the lse within 1e-6 absolute; each rank's outputs are poisoned first.
+// merge_attention, and by run_sharded_decode on the threads of an in-process group. The merged
+// result equals the unsharded one within 1e-6 relative L2 per query row (the lse within 1e-6
+// relative), run_sharded_decode's equals it bitwise on every rank; outputs are poisoned first.
 #pragma once
 
 #include <gtest/gtest.h>
