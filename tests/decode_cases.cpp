@@ -27,21 +27,26 @@ std::int32_t run_start(Visibility visibility, std::int64_t capacity, std::int32_
 
 }  // namespace
 
+std::string describe(const KvCacheConfig& cache, const DecodeOptions& options) {
+  return std::string(cache.kind == LayerKind::ring ? "ring" : "linear") +
+         " mask=" + std::to_string(static_cast<int>(options.mask)) +
+         " D=" + std::to_string(cache.head_dim) + " K=" + format_name(cache.k_format) +
+         " V=" + format_name(cache.v_format) + " heads=" + std::to_string(options.n_heads) +
+         " kv_heads=" + std::to_string(cache.n_kv_heads) +
+         " query_tokens=" + std::to_string(options.query_tokens) +
+         " chunk=" + std::to_string(options.fixed_chunk_positions) +
+         " page=" + std::to_string(cache.page_size) +
+         " softcap=" + std::to_string(options.softcap) +
+         " rotated=" + std::to_string(options.rotated_output) +
+         " scale=" + std::to_string(options.scale) +
+         " sf=" + std::to_string(cache.scale_factor_d512) +
+         " cap=" + std::to_string(cache.capacity) +
+         " window=" + std::to_string(options.sliding_window);
+}
+
 std::string DecodeCase::describe() const {
   std::string s =
-      std::string(cache.kind == LayerKind::ring ? "ring" : "linear") +
-      " mask=" + std::to_string(static_cast<int>(options.mask)) +
-      " D=" + std::to_string(cache.head_dim) + " K=" + format_name(cache.k_format) +
-      " V=" + format_name(cache.v_format) + " heads=" + std::to_string(options.n_heads) +
-      " kv_heads=" + std::to_string(cache.n_kv_heads) +
-      " query_tokens=" + std::to_string(options.query_tokens) +
-      " chunk=" + std::to_string(options.fixed_chunk_positions) +
-      " page=" + std::to_string(cache.page_size) + " softcap=" + std::to_string(options.softcap) +
-      " rotated=" + std::to_string(options.rotated_output) +
-      " scale=" + std::to_string(options.scale) + " sf=" + std::to_string(cache.scale_factor_d512) +
-      " cap=" + std::to_string(cache.capacity) +
-      " window=" + std::to_string(options.sliding_window) +
-      " padding=" + std::to_string(row_padding) + " pos=";
+      testing::describe(cache, options) + " padding=" + std::to_string(row_padding) + " pos=";
   for (auto p : positions) s += std::to_string(p) + ",";
   return s;
 }

@@ -30,6 +30,9 @@ struct DecodeCase {
   std::string describe() const;
 };
 
+// A configuration and options in one line, for failure messages.
+std::string describe(const KvCacheConfig& cache, const DecodeOptions& options);
+
 // Ring states a case's runs are drawn from.
 enum class Visibility { causal, sliding_linear, ring_unwrapped, ring_wrapped };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "decode_cases.h"
 #include "rank_threads.h"
 
 namespace turbodecode::testing {
@@ -80,15 +81,7 @@ std::vector<float> row_of(const std::vector<float>& values, std::int64_t row, st
 }  // namespace
 
 std::string ShardCase::describe() const {
-  std::string s =
-      std::string(cache.kind == LayerKind::ring ? "ring" : "linear") +
-      " mask=" + std::to_string(static_cast<int>(options.mask)) +
-      " D=" + std::to_string(cache.head_dim) + " K=" + format_name(cache.k_format) +
-      " V=" + format_name(cache.v_format) + " heads=" + std::to_string(options.n_heads) +
-      " kv_heads=" + std::to_string(cache.n_kv_heads) +
-      " query_tokens=" + std::to_string(options.query_tokens) +
-      " page=" + std::to_string(cache.page_size) + " cap=" + std::to_string(cache.capacity) +
-      " window=" + std::to_string(options.sliding_window) + " lengths/cuts=";
+  std::string s = testing::describe(cache, options) + " lengths/cuts=";
   for (std::size_t slot = 0; slot < lengths.size(); ++slot) {
     s += std::to_string(lengths[slot]) + ":";
     for (auto cut : cuts[slot]) s += std::to_string(cut) + ",";
@@ -267,6 +260,16 @@ void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed) {
       const float y = want_lse[static_cast<std::size_t>(i * heads + h)];
       EXPECT_NEAR(x, y, 1e-6 * std::max(1.0f, std::fabs(y)))
           << "lse row " << i << " head " << h << ": " << c.describe();
+    }
+  }
+}
+
+void check_shard_matrix(Device device) {
+  for (int ranks : {2, 3}) {
+    for (const ShardCase& c : shard_cases(kKFormats, kVFormats, ranks)) {
+      const std::uint64_t seed = fresh_seed();
+      SCOPED_TRACE("seed " + std::to_string(seed) + " ranks " + std::to_string(ranks));
+      check_sharded_case(c, device, seed);
     }
   }
 }

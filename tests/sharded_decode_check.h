@@ -50,4 +50,8 @@ std::vector<ShardCase> shard_cases(std::span<const RowFormat> k_formats,
 // Runs the case on `device` with fresh random rows and queries from `seed`.
 void check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed);
 
+// Every case of shard_cases over every K and V format, for 2 and 3 ranks, each with a fresh
+// seed (printed on failure).
+void check_shard_matrix(Device device);
+
 }  // namespace turbodecode::testing

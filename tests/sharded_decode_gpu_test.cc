@@ -11,14 +11,7 @@ namespace {
 
 TEST(ShardedDecodeGpu, MergedSharesEqualTheWholeSequence) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible";
-  for (int ranks : {2, 3}) {
-    for (const testing::ShardCase& c :
-         testing::shard_cases(testing::kKFormats, testing::kVFormats, ranks)) {
-      const std::uint64_t seed = testing::fresh_seed();
-      SCOPED_TRACE("seed " + std::to_string(seed) + " ranks " + std::to_string(ranks));
-      testing::check_sharded_case(c, Device::cuda, seed);
-    }
-  }
+  testing::check_shard_matrix(Device::cuda);
 }
 
 // A few cases (empty shares, drafts, the merge) for compute-sanitizer's slower tools.
