@@ -3,7 +3,9 @@
 Eager: the host time of one call through
   direct   turbodecode._turbodecode.<op> (the nanobind binding: the C++ call plus the
            conversion of its arguments),
-  op       torch.ops.turbodecode.<op>.default (torch's dispatcher, then the binding),
+  op       torch.ops.turbodecode.<op>.default (torch's dispatcher, then the C++ kernel of
+           libturbodecode_torch.so, or the binding where the operators are registered from
+           Python: printed as "operators"),
   api      turbodecode.<op> (the Python function users call, outputs given: in eager mode on
            plain tensors it skips the dispatcher and calls the binding; under torch.compile it
            emits the op).
@@ -124,15 +126,17 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    results = {"device": args.device, "torch": torch.__version__, "eager_calls": EAGER_CALLS,
-               "graph_calls": GRAPH_CALLS, "eager": {}, "graph": {}}
+    operators = "C++" if td._torch_ops.NATIVE else "Python"
+    results = {"device": args.device, "torch": torch.__version__, "operators": operators,
+               "eager_calls": EAGER_CALLS, "graph_calls": GRAPH_CALLS, "eager": {}, "graph": {}}
 
     problems = {
         "run_decode D256 16/8 L4096 tq8": decode_problem(args.device, 4096, 256, 16, 8),
         "run_decode D512 16/2 L4096 tq8": decode_problem(args.device, 4096, 512, 16, 2),
         "hc_pre T1": hc_pre_problem(args.device, 1),
     }
-    print(f"eager host time per call, us ({args.device}, torch {torch.__version__})")
+    print(f"eager host time per call, us ({args.device}, torch {torch.__version__}, "
+          f"operators registered in {operators})")
     print(f"{'problem':34} {'direct':>8} {'op':>8} {'api':>8} {'op-direct':>10} "
           f"{'api-direct':>11}")
     for name, paths in problems.items():

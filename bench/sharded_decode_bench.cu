@@ -142,10 +142,12 @@ double time_steps(int ranks, int steps, const std::function<void(int)>& step) {
 }
 
 void run(const Settings& s) {
-  const double bytes_per_token = static_cast<double>(bytes_per_position({.n_kv_heads = s.kv_heads,
-                                                                         .head_dim = s.dim,
-                                                                         .k_format = s.k_format,
-                                                                         .v_format = s.v_format}));
+  const KvCacheConfig token{.n_kv_heads = s.kv_heads,
+                            .capacity = 1,
+                            .head_dim = s.dim,
+                            .k_format = s.k_format,
+                            .v_format = s.v_format};
+  const auto bytes_per_token = static_cast<double>(bytes_per_position(token));
   double single_us = 0.0;
   std::printf("%-6s %4s %10s %6s %12s %10s %8s\n", "comm", "R", "L", "B", "step_us", "GB/s/rank",
               "vs_R1");

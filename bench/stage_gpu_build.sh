@@ -28,11 +28,12 @@ cp -r "$BUILD/lib" "$STAGE/"
   mkdir -p "$STAGE/$(dirname "$exe")"
   strip -o "$STAGE/$exe" "$BUILD/$exe"
 done
-# The Python package: its extension, stripped, beside copies of its Python files.
+# The Python package: its extension and torch operator library (libturbodecode_torch.so, when
+# built), stripped, beside copies of its Python files.
 if compgen -G "$BUILD/python/turbodecode/_turbodecode*.so" >/dev/null; then
   mkdir -p "$STAGE/python/turbodecode"
   cp -L "$BUILD"/python/turbodecode/*.py "$STAGE/python/turbodecode/"
-  for extension in "$BUILD"/python/turbodecode/_turbodecode*.so; do
+  for extension in "$BUILD"/python/turbodecode/*.so; do
     strip -o "$STAGE/python/turbodecode/$(basename "$extension")" "$extension"
   done
 fi
