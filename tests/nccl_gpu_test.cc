@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "test_support.h"
 #include "turbodecode/buffer.h"
 #include "turbodecode/error.h"
+#include "turbodecode/kv_cache.h"
 #include "turbodecode/nccl_communicator.h"
 
 namespace turbodecode {
@@ -82,6 +85,87 @@ TEST(NcclCommunicator, EveryDeviceGathersInRankOrder) {
     SCOPED_TRACE("rank " + std::to_string(r));
     expect_rank_order(received[static_cast<std::size_t>(r)], seed, devices, kCount);
   }
+}
+
+// run_sharded_decode over a one-rank NCCL group, captured once into a CUDA graph and replayed
+// as the positions and the shard ranges change in device memory: each replay equals the eager
+// run of the same values bitwise.
+TEST(NcclCommunicator, ShardedDecodeReplaysInAGraph) {
+  SKIP_WITHOUT_GPU();
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const KvCacheConfig config{.slots = 2,
+                             .n_kv_heads = 2,
+                             .capacity = 600,
+                             .head_dim = 256,
+                             .k_format = RowFormat::f16,
+                             .v_format = RowFormat::tq8,
+                             .device = Device::cuda};
+  KvCache cache(config);
+  constexpr std::int64_t kTokens = 600, kHeads = 4, kDim = 256;
+  const std::int64_t row = config.n_kv_heads * kDim;
+  for (std::int32_t slot = 0; slot < 2; ++slot) {
+    std::vector<std::int32_t> slots(kTokens, slot), positions(kTokens);
+    for (std::int32_t p = 0; p < kTokens; ++p) positions[p] = p;
+    const Buffer k =
+        testing::to_device(Device::cuda, testing::gaussian(kTokens * row, seed + slot));
+    const Buffer v =
+        testing::to_device(Device::cuda, testing::gaussian(kTokens * row, ~seed + slot));
+    const Buffer s = testing::to_device(Device::cuda, slots);
+    const Buffer p = testing::to_device(Device::cuda, positions);
+    append_kv(cache.view(), k.view(DType::f32, {kTokens, 2, kDim}),
+              v.view(DType::f32, {kTokens, 2, kDim}), s.view(DType::i32, {kTokens}),
+              p.view(DType::i32, {kTokens}));
+  }
+  const DecodePlan plan = plan_decode(config, {.n_heads = kHeads}, 2);
+  const auto communicator = nccl_communicator(nccl_unique_id(), 0, 1);
+  const Buffer q = testing::to_device(Device::cuda, testing::gaussian(2 * kHeads * kDim, seed - 1));
+  const Buffer slot_ids = testing::to_device(Device::cuda, std::vector<std::int32_t>{1, 0});
+  Buffer seq_pos(Device::cuda, 8), begin(Device::cuda, 8), end(Device::cuda, 8);
+  Buffer out(Device::cuda, 2 * kHeads * kDim * 4), lse(Device::cuda, 2 * kHeads * 4);
+  Buffer workspace(Device::cuda, sharded_decode_workspace_bytes(plan, 1));
+  workspace.fill_bytes(0);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const auto step = [&] {
+    run_sharded_decode(
+        plan, cache.view(), q.view(DType::f32, {2, kHeads, kDim}), slot_ids.view(DType::i32, {2}),
+        seq_pos.view(DType::i32, {2}), {begin.view(DType::i32, {2}), end.view(DType::i32, {2})},
+        out.view(DType::f32, {2, kHeads, kDim}), lse.view(DType::f32, {2, kHeads}),
+        workspace.view(DType::u8, {workspace.bytes()}), *communicator, Stream{stream});
+  };
+  // (positions, begins, ends): the shard holds positions [begin, end) at rows from 0.
+  const std::vector<std::array<std::vector<std::int32_t>, 3>> steps = {
+      {{{{599, 100}}, {{0, 0}}, {{INT32_MAX, INT32_MAX}}}},
+      {{{{400, 599}}, {{100, 0}}, {{500, 300}}}},
+      {{{{599, 599}}, {{0, 50}}, {{599, INT32_MAX}}}}};
+  const auto set = [&](const std::array<std::vector<std::int32_t>, 3>& values) {
+    seq_pos.copy_from_host(values[0].data(), 8);
+    begin.copy_from_host(values[1].data(), 8);
+    end.copy_from_host(values[2].data(), 8);
+  };
+  set(steps[0]);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  step();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (const auto& values : steps) {
+    set(values);
+    out.fill_bytes(0xFF);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<std::uint32_t> replayed = testing::to_host<std::uint32_t>(out);
+    out.fill_bytes(0xFF);
+    step();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(replayed, testing::to_host<std::uint32_t>(out)) << "positions " << values[0][0];
+    EXPECT_FALSE(std::isnan(testing::to_host<float>(out)[0]));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace
