@@ -3,7 +3,7 @@
 #include <string>
 
 #include "errors.h"
-#include "turbodecode/error.h"
+#include "view_rules.h"
 
 namespace nb = nanobind;
 
@@ -39,11 +39,7 @@ TensorView view_of(const Array& array, const char* name) {
   if (!dtype_of(array.dtype(), &view.dtype)) {
     throw_type_error(name, "dtype must be float32, float16, bfloat16, uint8 or int32");
   }
-  if (array.ndim() > static_cast<std::size_t>(kMaxRank)) {
-    throw InvalidArgument(name, "has " + std::to_string(array.ndim()) + " dimensions; at most " +
-                                    std::to_string(kMaxRank) + " are supported");
-  }
-  view.rank = static_cast<int>(array.ndim());
+  view.rank = view_rank(static_cast<std::int64_t>(array.ndim()), name);
   for (int d = 0; d < view.rank; ++d) {
     view.shape[d] = static_cast<std::int64_t>(array.shape(d));
     view.strides[d] = array.stride(d);
@@ -102,11 +98,7 @@ TensorView ArrayArgs::dlpack_view(nb::handle obj, const char* name, bool writabl
 }
 
 void ArrayArgs::note_cuda_device(int index, bool torch, const char* name) {
-  if (cuda_index_ >= 0 && index != cuda_index_) {
-    throw InvalidArgument(name, "lives on CUDA device " + std::to_string(index) +
-                                    ", the other arrays on device " + std::to_string(cuda_index_));
-  }
-  cuda_index_ = index;
+  cuda_index_ = common_cuda_device(cuda_index_, index, name);
   torch_cuda_ = torch_cuda_ || torch;
 }
 

@@ -17,6 +17,10 @@ namespace turbodecode::python {
 
 class ArrayArgs {
  public:
+  // The argument types of the operators (operators.h); None is an absent optional array.
+  using Array = nanobind::handle;
+  using OptionalArray = nanobind::handle;
+
   // `name` is the argument as the C++ API and its error messages spell it.
   TensorView input(nanobind::handle obj, const char* name) { return view(obj, name, false); }
   TensorView output(nanobind::handle obj, const char* name) { return view(obj, name, true); }

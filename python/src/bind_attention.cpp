@@ -6,8 +6,8 @@
 
 #include "array_args.h"
 #include "bindings.h"
-#include "cache_arrays.h"
 #include "keys.h"
+#include "operators.h"
 #include "turbodecode/attention.h"
 
 namespace nb = nanobind;
@@ -19,8 +19,7 @@ namespace {
 // Plans and returns the plan's fields beside its key.
 nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
               const std::string& mask, std::int64_t sliding_window, bool rotated_output,
-              int query_tokens, std::int64_t fixed_chunk_positions,
-              std::int64_t max_queries) {
+              int query_tokens, std::int64_t fixed_chunk_positions, std::int64_t max_queries) {
   DecodeOptions o;
   o.n_heads = n_heads;
   o.scale = scale;
@@ -42,22 +41,6 @@ nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
   return fields;
 }
 
-void run(const std::string& plan, nb::handle k_cache, nb::handle k_norms, nb::handle v_cache,
-         nb::handle v_norms, nb::handle block_table, nb::handle q, nb::handle slot_ids,
-         nb::handle seq_pos, nb::handle out, nb::handle lse, nb::handle workspace) {
-  const auto p = decode_plan(plan, "plan");
-  ArrayArgs a;
-  const KvCacheView cache =
-      cache_arrays(a, p->cache, k_cache, k_norms, v_cache, v_norms, block_table, false);
-  const TensorView qq = a.input(q, "q");
-  const TensorView slots = a.input(slot_ids, "slot_ids");
-  const TensorView pos = a.input(seq_pos, "seq_pos");
-  const TensorView o = a.output(out, "out");
-  const TensorView l = a.optional_output(lse, "lse");
-  const TensorView w = a.output(workspace, "workspace");
-  a.run([&](Stream stream) { run_decode(*p, cache, qq, slots, pos, o, l, w, stream); });
-}
-
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -73,9 +56,9 @@ void bind_attention(nb::module_& m) {
         return decode_plan(plan, "plan")->chunk_positions(visible);
       },
       "plan"_a, "visible"_a, "Positions per chunk of a row that sees `visible` positions.");
-  m.def("run_decode", &run, "plan"_a, "k_cache"_a, "k_norms"_a.none(), "v_cache"_a,
-        "v_norms"_a.none(), "block_table"_a.none(), "q"_a, "slot_ids"_a, "seq_pos"_a, "out"_a,
-        "lse"_a.none(), "workspace"_a, "Decode attention (attention.h, run_decode).");
+  m.def("run_decode", &ops::run_decode<ArrayArgs>, "plan"_a, "k_cache"_a, "k_norms"_a.none(),
+        "v_cache"_a, "v_norms"_a.none(), "block_table"_a.none(), "q"_a, "slot_ids"_a, "seq_pos"_a,
+        "out"_a, "lse"_a.none(), "workspace"_a, "Decode attention (attention.h, run_decode).");
 }
 
 }  // namespace turbodecode::python

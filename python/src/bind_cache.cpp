@@ -7,8 +7,8 @@
 
 #include "array_args.h"
 #include "bindings.h"
-#include "cache_arrays.h"
 #include "keys.h"
+#include "operators.h"
 #include "turbodecode/buffer.h"
 #include "turbodecode/kv_cache.h"
 
@@ -47,20 +47,6 @@ nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>> host_zeros(std::int64_t bytes)
   return {buffer->data(), 1, shape, owner};
 }
 
-void append(const std::string& cache, nb::handle k_cache, nb::handle k_norms, nb::handle v_cache,
-            nb::handle v_norms, nb::handle block_table, nb::handle k, nb::handle v,
-            nb::handle slot_ids, nb::handle positions) {
-  const auto config = cache_config(cache, "cache");
-  ArrayArgs a;
-  const KvCacheView view =
-      cache_arrays(a, *config, k_cache, k_norms, v_cache, v_norms, block_table, true);
-  const TensorView kk = a.input(k, "k");
-  const TensorView vv = a.input(v, "v");
-  const TensorView slots = a.input(slot_ids, "slot_ids");
-  const TensorView pos = a.input(positions, "positions");
-  a.run([&](Stream stream) { append_kv(view, kk, vv, slots, pos, stream); });
-}
-
 }  // namespace
 
 void bind_cache(nb::module_& m) {
@@ -79,9 +65,9 @@ void bind_cache(nb::module_& m) {
       [](const std::string& cache) { return pages_per_slot(*cache_config(cache, "cache")); },
       "cache"_a, "Entries of a block table row (0 for a contiguous cache).");
   m.def("host_zeros", &host_zeros, "bytes"_a, "Zeroed, aligned host bytes as a numpy array.");
-  m.def("append_kv", &append, "cache"_a, "k_cache"_a, "k_norms"_a.none(), "v_cache"_a,
-        "v_norms"_a.none(), "block_table"_a.none(), "k"_a, "v"_a, "slot_ids"_a, "positions"_a,
-        "Quantize-on-write append of n tokens (kv_cache.h, append_kv).");
+  m.def("append_kv", &ops::append_kv<ArrayArgs>, "cache"_a, "k_cache"_a, "k_norms"_a.none(),
+        "v_cache"_a, "v_norms"_a.none(), "block_table"_a.none(), "k"_a, "v"_a, "slot_ids"_a,
+        "positions"_a, "Quantize-on-write append of n tokens (kv_cache.h, append_kv).");
 }
 
 }  // namespace turbodecode::python

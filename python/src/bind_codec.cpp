@@ -7,6 +7,7 @@
 
 #include "array_args.h"
 #include "bindings.h"
+#include "operators.h"
 #include "turbodecode/tq_codec.h"
 
 namespace nb = nanobind;
@@ -14,39 +15,6 @@ using namespace nb::literals;
 
 namespace turbodecode::python {
 namespace {
-
-CodecParams codec_params(int head_dim, const std::string& format, float scale_factor_d512) {
-  return {head_dim, parse_format(format), scale_factor_d512};
-}
-
-void encode(int head_dim, const std::string& format, float scale_factor_d512, nb::handle x,
-            nb::handle codes, nb::handle norms) {
-  const CodecParams params = codec_params(head_dim, format, scale_factor_d512);
-  ArrayArgs a;
-  const TensorView xx = a.input(x, "x");
-  const TensorView c = a.output(codes, "codes");
-  const TensorView n = a.output(norms, "norms");
-  a.run([&](Stream stream) { encode_rows(params, xx, c, n, stream); });
-}
-
-void decode(int head_dim, const std::string& format, float scale_factor_d512, nb::handle codes,
-            nb::handle norms, nb::handle y) {
-  const CodecParams params = codec_params(head_dim, format, scale_factor_d512);
-  ArrayArgs a;
-  const TensorView c = a.input(codes, "codes");
-  const TensorView n = a.input(norms, "norms");
-  const TensorView yy = a.output(y, "y");
-  a.run([&](Stream stream) { decode_rows(params, c, n, yy, stream); });
-}
-
-template <auto transform>
-void rotation(int head_dim, nb::handle from, nb::handle to, const char* from_name,
-              const char* to_name) {
-  ArrayArgs a;
-  const TensorView f = a.input(from, from_name);
-  const TensorView t = a.output(to, to_name);
-  a.run([&](Stream stream) { transform(head_dim, f, t, stream); });
-}
 
 std::vector<std::string> format_names() {
   std::vector<std::string> names;
@@ -75,22 +43,16 @@ void bind_codec(nb::module_& m) {
       "row_scales",
       [](const std::string& f, int head_dim) { return row_scales(parse_format(f), head_dim); },
       "format"_a, "head_dim"_a);
-  m.def("encode_rows", &encode, "head_dim"_a, "format"_a, "scale_factor_d512"_a, "x"_a, "codes"_a,
-        "norms"_a, "Rows to codes and scales (tq_codec.h, encode_rows).");
-  m.def("decode_rows", &decode, "head_dim"_a, "format"_a, "scale_factor_d512"_a, "codes"_a,
-        "norms"_a, "y"_a, "Codes and scales to rows (tq_codec.h, decode_rows).");
-  m.def(
-      "rotate_rows",
-      [](int head_dim, nb::handle x, nb::handle y) {
-        rotation<rotate_rows>(head_dim, x, y, "x", "y");
-      },
-      "head_dim"_a, "x"_a, "y"_a, "y = R_D(x) (tq_codec.h, rotate_rows).");
-  m.def(
-      "unrotate_rows",
-      [](int head_dim, nb::handle y, nb::handle x) {
-        rotation<unrotate_rows>(head_dim, y, x, "y", "x");
-      },
-      "head_dim"_a, "y"_a, "x"_a, "x = R_D⁻¹(y) (tq_codec.h, unrotate_rows).");
+  m.def("encode_rows", &ops::encode_rows<ArrayArgs>, "head_dim"_a, "format"_a,
+        "scale_factor_d512"_a, "x"_a, "codes"_a, "norms"_a,
+        "Rows to codes and scales (tq_codec.h, encode_rows).");
+  m.def("decode_rows", &ops::decode_rows<ArrayArgs>, "head_dim"_a, "format"_a,
+        "scale_factor_d512"_a, "codes"_a, "norms"_a, "y"_a,
+        "Codes and scales to rows (tq_codec.h, decode_rows).");
+  m.def("rotate_rows", &ops::rotate_rows<ArrayArgs>, "head_dim"_a, "x"_a, "y"_a,
+        "y = R_D(x) (tq_codec.h, rotate_rows).");
+  m.def("unrotate_rows", &ops::unrotate_rows<ArrayArgs>, "head_dim"_a, "y"_a, "x"_a,
+        "x = R_D⁻¹(y) (tq_codec.h, unrotate_rows).");
 }
 
 }  // namespace turbodecode::python

@@ -1,7 +1,7 @@
 // The extension turbodecode._turbodecode, one binder per public header. Its functions are the
 // low-level layer under the Python package: configurations arrive as keys (keys.h), arrays as
-// any numpy array, torch tensor or DLPack object (array_args.h), and the argument order of each
-// function is the schema of its torch.ops.turbodecode op.
+// any numpy array, torch tensor or DLPack object (array_args.h), and the operators are the
+// bodies of operators.h, whose argument order is the schema of the torch.ops.turbodecode op.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -2,6 +2,7 @@
 
 #include "bindings.h"
 #include "errors.h"
+#include "operators.h"
 #include "turbodecode/buffer.h"
 
 namespace nb = nanobind;
@@ -19,4 +20,8 @@ NB_MODULE(_turbodecode, m) {
   python::bind_codec(m);
   python::bind_hc(m);
   python::bind_q8(m);
+  // The schemas for the Python registration of torch.ops.turbodecode (without the C++ one).
+  nb::dict schemas;
+  for (const auto& op : python::kOperatorSchemas) schemas[op.name] = op.arguments;
+  m.attr("OPERATOR_SCHEMAS") = schemas;
 }

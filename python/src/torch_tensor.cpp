@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "errors.h"
-#include "turbodecode/error.h"
+#include "view_rules.h"
 
 namespace nb = nanobind;
 
@@ -72,9 +72,8 @@ TensorView torch_tensor_view(nb::handle obj, const char* name, int* cuda_index) 
     }
   }
   if (!known_dtype) {
-    throw_type_error(name, "dtype " + std::string(nb::str(dtype).c_str()) +
-                               " is not one of float32, float16, bfloat16, uint8, int32, "
-                               "float8_e4m3fn");
+    throw_type_error(name, "dtype " + std::string(nb::str(dtype).c_str()) + " is not one of " +
+                               kTorchDtypeNames);
   }
   if (nb::cast<bool>(obj.attr("is_cuda"))) {
     view.device = Device::cuda;
@@ -88,12 +87,7 @@ TensorView torch_tensor_view(nb::handle obj, const char* name, int* cuda_index) 
   }
   nb::object shape = obj.attr("shape");
   nb::object strides = obj.attr("stride")();
-  const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
-  if (rank > kMaxRank) {
-    throw InvalidArgument(name, "has " + std::to_string(rank) + " dimensions; at most " +
-                                    std::to_string(kMaxRank) + " are supported");
-  }
-  view.rank = static_cast<int>(rank);
+  view.rank = view_rank(PyTuple_GET_SIZE(shape.ptr()), name);
   read_extents(shape, view.shape);
   read_extents(strides, view.strides);
   view.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(obj.attr("data_ptr")()));

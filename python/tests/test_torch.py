@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from conftest import TORCH_DEVICES, requires_cuda, requires_torch, torch
@@ -122,6 +124,49 @@ def opcheck_arguments(rng, device):
                    empty(2, 24, device=device), empty(2, 24, device=device),
                    empty(2, 256, device=device), empty(2, 256, device=device), pre_workspace),
     }
+
+
+def test_the_operator_library_defines_and_implements_every_operator():
+    """With libturbodecode_torch.so in the package, each operator's schema and its kernels are
+    the C++ library's (unboxed kernels, registered in library.cpp), not Python ones."""
+    from turbodecode import _torch_ops
+
+    if not _torch_ops.OPERATOR_LIBRARY.exists():
+        pytest.skip("this build has no operator library: the operators are Python's")
+    if os.environ.get("TURBODECODE_TORCH_OPS") == "python":
+        pytest.skip("TURBODECODE_TORCH_OPS=python: the operators are Python's")
+    assert _torch_ops.NATIVE
+    keys = ["CPU"] + (["CUDA"] if torch.cuda.is_available() else [])
+    for name in td._turbodecode.OPERATOR_SCHEMAS:
+        lines = torch._C._dispatch_dump(f"turbodecode::{name}").splitlines()
+        assert any(line.startswith("debug: ") and "library.cpp" in line for line in lines), name
+        for key in keys:
+            kernel = next(line for line in lines if line.startswith(f"{key}: "))
+            assert "library.cpp" in kernel and "unboxed" in kernel, kernel
+
+
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+def test_operator_errors_name_the_argument_and_write_nothing(rng, device):
+    """Through torch.ops, InvalidArgument arrives as a ValueError (turbodecode.InvalidArgument
+    with the Python registration) and an unsupported dtype as a TypeError, with the library's
+    message."""
+    case, cache = decode_setup(rng, device, length=40)
+    q, slots, positions = to_torch(device, *case.queries(rng, [0, 1], [39, 20]))
+    plan = td.plan_decode(case.config, case.options, 2)
+    out = torch.full((2, 4, 256), float("nan"), device=device)
+    workspace = torch.zeros(plan.workspace_bytes, dtype=torch.uint8, device=device)
+
+    def run(q, slots):
+        torch.ops.turbodecode.run_decode(plan.key, cache.k, cache.k_norms, cache.v, cache.v_norms,
+                                         None, q, slots, positions, out, None, workspace)
+
+    with pytest.raises(ValueError, match="slot_ids"):
+        run(q, slots + 2)
+    with pytest.raises(TypeError, match="'q'.*dtype"):
+        run(q.double(), slots)
+    with pytest.raises(ValueError, match="params"):
+        torch.ops.turbodecode.hc_split("n_hc=4", q, q, q, out)
+    assert torch.isnan(out).all()
 
 
 @pytest.mark.parametrize("device", TORCH_DEVICES)
