@@ -147,7 +147,8 @@ void run(const Settings& s) {
                             .head_dim = s.dim,
                             .k_format = s.k_format,
                             .v_format = s.v_format};
-  const auto bytes_per_token = static_cast<double>(bytes_per_position(token));
+  // Cache bytes of one token: every KV head's K and V rows.
+  const auto bytes_per_token = static_cast<double>(bytes_per_position(token) * s.kv_heads);
   double single_us = 0.0;
   std::printf("%-6s %4s %10s %6s %12s %10s %8s\n", "comm", "R", "L", "B", "step_us", "GB/s/rank",
               "vs_R1");

@@ -134,14 +134,16 @@ std::string append_error(const PoisonedCache& target, const std::vector<std::int
 // One run_decode on a zeroed cache of `config` with poisoned outputs (out and lse).
 struct DecodeRun {
   DecodeRun(const KvCacheConfig& config, int n_heads, std::int64_t n, int query_tokens = 1)
+      : DecodeRun(config, {.n_heads = n_heads, .query_tokens = query_tokens}, n) {}
+  DecodeRun(const KvCacheConfig& config, const DecodeOptions& options, std::int64_t n)
       : cache(config),
-        plan(plan_decode(config, {.n_heads = n_heads, .query_tokens = query_tokens}, n)),
-        q(n * n_heads * config.head_dim, 3),
-        out(n * n_heads * config.head_dim * 4),
-        lse(n * n_heads * 4),
+        plan(plan_decode(config, options, n)),
+        q(n * options.n_heads * config.head_dim, 3),
+        out(n * options.n_heads * config.head_dim * 4),
+        lse(n * options.n_heads * 4),
         workspace(std::max<std::int64_t>(plan.workspace_bytes, 16)),
         n_(n),
-        n_heads_(n_heads) {}
+        n_heads_(options.n_heads) {}
 
   // `block_table` for a paged cache (view_of); `lse_shape` that of lse, which is absent when
   // empty.
@@ -239,6 +241,11 @@ TEST(InputRules, BlockTableEntryNamingNoPageIsRejected) {
 TEST(InputRules, QueryRunsOfOtherSlotsOrPositionsAreRejected) {
   const DecodeRun decode(small_cache(), 1, 2, 2);
   expect_rejected("seq_pos", [&] { decode.run({0, 0}, {3, 5}); }, {&decode.out});
+  // A ring holds any position: the run's "one more" is checked without overflowing i32.
+  const DecodeRun ring(
+      small_cache(LayerKind::ring),
+      {.n_heads = 1, .mask = MaskKind::sliding_ring, .sliding_window = 4, .query_tokens = 2}, 2);
+  expect_rejected("seq_pos", [&] { ring.run({0, 0}, {INT32_MAX, 0}); }, {&ring.out});
   expect_rejected("slot_ids", [&] { decode.run({0, 1}, {3, 4}); }, {&decode.out});
   expect_rejected("options.query_tokens",
                   [&] {
@@ -269,8 +276,8 @@ TEST(InputRules, ShardRangesAreChecked) {
   const auto rejected = [&](const std::string& argument, std::vector<std::int32_t> begin,
                             std::vector<std::int32_t> end, std::int32_t slot = 0,
                             std::int32_t position = 3) {
-    expect_rejected(
-        argument, [&] { decode.run_sharded({slot}, {position}, begin, end); }, {&decode.out});
+    expect_rejected(argument, [&] { decode.run_sharded({slot}, {position}, begin, end); },
+                    {&decode.out});
   };
   rejected("shard", {0, 0}, {});
   rejected("shard.begin", {0}, {open});
@@ -280,9 +287,11 @@ TEST(InputRules, ShardRangesAreChecked) {
   rejected("seq_pos", {0, 2}, {open, open}, 1, 12);
   // Slot 0's range ends at 4: a run at 2, 3, 4 straddles its last position 3 (3, 4, 5 does not).
   const DecodeRun draft(small_cache(), 1, 3, 3);
-  expect_rejected(
-      "shard", [&] { draft.run_sharded({0, 0, 0}, {2, 3, 4}, {0, 0}, {4, open}); },
-      {&draft.out});
+  expect_rejected("shard",
+                  [&] {
+                    draft.run_sharded({0, 0, 0}, {2, 3, 4}, {0, 0}, {4, open});
+                  },
+                  {&draft.out});
   // Accepted: the above made valid, and ranges of slots no query names, which (like block
   // table entries) may hold anything.
   decode.run_sharded({1}, {12}, {0, 5}, {open, open});

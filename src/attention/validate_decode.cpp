@@ -83,7 +83,7 @@ void check_runs(int query_tokens, const std::vector<std::int32_t>& slots,
           " are one slot's consecutive tokens)";
       check_arg(slots[i] == slots[first], "slot_ids",
                 "entry " + std::to_string(i) + " must name the same slot" + rule);
-      check_arg(positions[i] == positions[i - 1] + 1, "seq_pos",
+      check_arg(std::int64_t{positions[i]} == std::int64_t{positions[i - 1]} + 1, "seq_pos",
                 "entry " + std::to_string(i) + " must be one more than entry " +
                     std::to_string(i - 1) + rule);
     }
