@@ -288,7 +288,11 @@ double shard_tolerance(Device device) {
 
 void check_shard_matrix(Device device) {
   ShardErrors worst;
-  for (int ranks : {2, 3}) {
+  // The CPU runs 3 ranks only (its suite also runs under emulation); 3 ranks' cuts include the
+  // 2-rank situations (a share that holds nothing, a cut at 0).
+  const std::vector<int> rank_counts =
+      device == Device::cpu ? std::vector<int>{3} : std::vector<int>{2, 3};
+  for (int ranks : rank_counts) {
     for (const ShardCase& c : shard_cases(kKFormats, kVFormats, ranks)) {
       const std::uint64_t seed = fresh_seed();
       SCOPED_TRACE("seed " + std::to_string(seed) + " ranks " + std::to_string(ranks));

@@ -65,8 +65,8 @@ double shard_tolerance(Device device);
 // Runs the case on `device` with fresh random rows and queries from `seed`.
 ShardErrors check_sharded_case(const ShardCase& c, Device device, std::uint64_t seed);
 
-// Every case of shard_cases over every K and V format, for 2 and 3 ranks, each with a fresh
-// seed (printed on failure).
+// Every case of shard_cases over every K and V format, for 3 ranks (and 2 on CUDA), each with
+// a fresh seed (printed on failure).
 void check_shard_matrix(Device device);
 
 }  // namespace turbodecode::testing
