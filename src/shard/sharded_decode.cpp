@@ -22,7 +22,7 @@ std::int64_t aligned(std::int64_t bytes) {
 struct ShardedLayout {
   std::int64_t decode_bytes, partial_bytes;
 
-  ShardedLayout(const DecodePlan& plan)
+  explicit ShardedLayout(const DecodePlan& plan)
       : decode_bytes(aligned(plan.workspace_bytes)),
         partial_bytes(
             aligned(plan.max_queries * plan.options.n_heads * (plan.cache.head_dim + 1) * 4)) {}
