@@ -344,6 +344,39 @@ TEST(AttentionGpu, ManyChunksMergeInTwoLevelsAndPagingChangesNoBit) {
   }
 }
 
+// A task fold of more than 32 group states (lanes holding several parts): 32-position chunks
+// leave the rows here 33 to 98 groups, against the oracle; the rows alone give the same bits.
+TEST(AttentionGpu, TaskFoldsOfMoreThan32Groups) {
+  SKIP_WITHOUT_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, 256, 0);
+  config.slots = 3;
+  config.n_kv_heads = 1;
+  config.capacity = 100000;
+  const MirroredCache cache(config, seed);
+  DecodeOptions options;
+  options.n_heads = 2;
+  options.fixed_chunk_positions = 32;
+  const std::vector<std::int32_t> slots = {0, 1, 2};
+  const std::vector<std::int32_t> positions = {1023 * 32 + 5, 40000, 99999};  // 33, 40, 98 groups
+  const DecodePlan plan = plan_decode(on_device(config, Device::cuda), options, 3);
+  const std::int64_t row = options.n_heads * 256;
+  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(3 * row), seed);
+  DeviceCall batch(plan, q, slots, positions);
+  batch.run(plan, cache.device_view());
+  const std::vector<double> expected =
+      oracle::decode_attention(cache.host_view(), options, q, slots, positions).out;
+  const DecodePlan alone_plan = plan_decode(on_device(config, Device::cuda), options, 1);
+  for (std::int64_t i = 0; i < 3; ++i) {
+    EXPECT_LE(testing::relative_l2(batch.output(i), slice(expected, i, row)), kTolerance);
+    const std::vector<float> q_row(q.begin() + i * row, q.begin() + (i + 1) * row);
+    DeviceCall alone(alone_plan, q_row, {slots[i]}, {positions[i]});
+    alone.run(alone_plan, cache.device_view());
+    EXPECT_EQ(alone.output(0), batch.output(i)) << "row " << i;
+  }
+}
+
 #ifdef TURBODECODE_WITH_CUDA
 // A graph captured once replays correctly as lengths grow and the block table changes (both
 // read from device memory), equals eager runs bitwise, and writes NaN for the run of a row

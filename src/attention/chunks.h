@@ -32,11 +32,14 @@ struct ChunkPolicy {
 };
 
 // C for a row that sees `visible` positions. Its positions [lo, lo + visible) meet at most
-// ceil(visible / C) + 1 chunks (one more when lo is not a multiple of C).
+// ceil(visible / C) + 1 chunks (one more when lo is not a multiple of C), so C is the first
+// size with ceil(visible / C) + 1 <= max_chunks, that is visible <= C · (max_chunks − 1): a
+// multiplication, where a division would be a long subroutine on the GPU (every block of the
+// decode kernel evaluates this for its rows before any data moves).
 TD_HOST_DEVICE std::int64_t chunk_positions(const ChunkPolicy& policy, std::int64_t visible) {
   if (policy.fixed_positions > 0) return policy.fixed_positions;
   std::int64_t c = policy.min_positions;
-  while ((visible + c - 1) / c + 1 > policy.max_chunks) c *= 2;
+  while (visible > c * (policy.max_chunks - 1)) c *= 2;
   return c;
 }
 

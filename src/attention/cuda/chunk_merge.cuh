@@ -29,27 +29,35 @@ struct WarpState {
   float o[D / 32] = {};
 };
 
+// The merge weight of part k, exp(m_k − m) (0 for a part that saw nothing): parts k < 32 from
+// the lane that loaded its (m, l), lane (first_index + k) mod 32, else from the part's state.
+// Group folds have at most 32 parts; task folds up to 34 with automatic chunks. k is the same
+// in every lane.
+__device__ __forceinline__ float part_weight(float held, const float2* ml, int k, int stride,
+                                             int first_index, float m) {
+  if (k < 32) return __shfl_sync(0xffffffffu, held, (first_index + k) % 32);
+  return attention::merge_weight(__ldcg(ml + k * stride).x, m);
+}
+
 // The O rows of quarter `quarter` of a fold's parts (those whose absolute index mod 32 lies in
 // [8·quarter, 8·quarter + 8)), weighted by exp(m_k − m) and added in index order into `sum`
-// (zeros on entry), two rows in flight, each loaded beside its maximum; parts that saw nothing
-// are skipped. Lane l adds elements [l·D/32, (l + 1)·D/32).
+// (zeros on entry), two rows in flight, each part's weight from part_weight; parts that saw
+// nothing are skipped. Lane l adds elements [l·D/32, (l + 1)·D/32).
 template <int D>
 __device__ __forceinline__ void quarter_sum(const float2* ml, const float* o, int count,
                                             int stride, int first_index, int quarter, float m,
-                                            int lane, float (&sum)[D / 32]) {
+                                            float held, int lane, float (&sum)[D / 32]) {
   constexpr int E = D / 32;
   constexpr int kInFlight = 2;
   // Runs of 8 indices, 32 apart; the first may start before part 0.
   const int first_run = (8 * quarter - first_index % 32 + 32) % 32 - 32;
   for (int run = first_run; run < count; run += 32) {
     for (int k0 = run; k0 < run + 8; k0 += kInFlight) {
-      float maxima[kInFlight];
       float4 rows[kInFlight][E / 4];
 #pragma unroll
       for (int j = 0; j < kInFlight; ++j) {
         const int k = k0 + j;
         if (k < 0 || k >= count) continue;
-        maxima[j] = __ldcg(ml + k * stride).x;
         const float4* part_row = reinterpret_cast<const float4*>(
             o + static_cast<std::int64_t>(k) * stride * D + lane * E);
 #pragma unroll
@@ -59,7 +67,7 @@ __device__ __forceinline__ void quarter_sum(const float2* ml, const float* o, in
       for (int j = 0; j < kInFlight; ++j) {
         const int k = k0 + j;
         if (k < 0 || k >= count) continue;
-        const float w = attention::merge_weight(maxima[j], m);
+        const float w = part_weight(held, ml, k, stride, first_index, m);
         if (w == 0.0f) continue;  // saw nothing: contributes exactly nothing
 #pragma unroll
         for (int v = 0; v < E / 4; ++v) {
@@ -76,8 +84,8 @@ __device__ __forceinline__ void quarter_sum(const float2* ml, const float* o, in
 // Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
 // absolute index first_index + k (a chunk or a group number): the max of the maxima, then l
 // and O summed with weights exp(m_k − m), parts that saw nothing skipped. Lane (index mod 32)
-// loads its parts' (m, l) and adds its share of l in index order, the lanes' shares then meet
-// in a fixed tree. O is the sum of the four quarters' sums (quarter_sum), added as
+// loads its parts' (m, l) once and adds its share of l in index order, the lanes' shares then
+// meet in a fixed tree. O is the sum of the four quarters' sums (quarter_sum), added as
 // q0 + (q1 + (q2 + q3)). `warp` < 0: this warp folds alone; else the kComputeWarps compute
 // warps fold together, warp w summing quarter w, the sums meeting in `row` (D floats of shared
 // memory) between calls of `sync` (every compute warp's barrier), and warp 0 holds the result.
@@ -91,14 +99,17 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   static_assert(kComputeWarps == 4, "a compute warp per quarter of the 32 indices of a group");
   constexpr int E = D / 32;
   const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
+  const float2 first_part = own < count ? __ldcg(ml + own * stride) : make_float2(-INFINITY, 0.0f);
   WarpState<D> s;
-  for (int k = own; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
+  s.m = fmaxf(s.m, first_part.x);
+  for (int k = own + 32; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
 #pragma unroll
   for (int offset = 16; offset >= 1; offset /= 2) {
     s.m = fmaxf(s.m, __shfl_xor_sync(0xffffffffu, s.m, offset));
   }
-  float share = 0.0f;
-  for (int k = own; k < count; k += 32) {
+  const float held = attention::merge_weight(first_part.x, s.m);
+  float share = own < count ? fmaf(first_part.y, held, 0.0f) : 0.0f;
+  for (int k = own + 32; k < count; k += 32) {
     const float2 part = __ldcg(ml + k * stride);
     share = fmaf(part.y, attention::merge_weight(part.x, s.m), share);
   }
@@ -109,12 +120,12 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   s.l = share;
   const bool alone = warp < 0;
   float mine[E] = {};
-  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, s.m, lane, mine);
+  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, s.m, held, lane, mine);
   for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
     if (alone) {
 #pragma unroll
       for (int e = 0; e < E; ++e) mine[e] = 0.0f;
-      quarter_sum<D>(ml, o, count, stride, first_index, quarter, s.m, lane, mine);
+      quarter_sum<D>(ml, o, count, stride, first_index, quarter, s.m, held, lane, mine);
     }
     if (alone || quarter == warp) {
 #pragma unroll
