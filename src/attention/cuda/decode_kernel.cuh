@@ -115,7 +115,7 @@ struct SoftmaxShares {
 
 // Words of the block's control region: where its share of the work list starts, and the flags
 // the merges pass from the thread that counts to the others.
-enum ControlWord : int { kStartRun, kStartPart, kStartItem, kItemCount, kGroupDone, kTaskDone };
+enum ControlWord : int { kStartItem, kItemCount, kGroupDone, kTaskDone };
 
 template <int D, int kColumns, RowFormat KF, RowFormat VF>
 struct DecodeBlock {
@@ -372,6 +372,10 @@ struct DecodeBlock {
   }
 };
 
+static_assert(sizeof(RunPart) <= kControlBytes - kControlWordBytes && alignof(RunPart) <= 8,
+              "the share's first part fits the control region");
+static_assert(kControlWordBytes >= 4 * static_cast<int>(sizeof(int)), "room for the control words");
+
 template <int D, int kColumns, RowFormat KF, RowFormat VF>
 __global__ void __launch_bounds__(kBlockThreads,
                                   DecodeShape(D, kColumns, KF, VF).resident_blocks())
@@ -390,20 +394,20 @@ __global__ void __launch_bounds__(kBlockThreads,
       mbarrier_init(barriers.empty + stage, kComputeThreads);  // every compute thread
     }
   }
+  RunPart* start_part = reinterpret_cast<RunPart*>(shared + s.control_offset + kControlWordBytes);
   if (thread < 32) {  // the block's share of the work list
-    const WorkShare share = block_share(p, blockIdx.x, gridDim.x);
+    RunPart part{};
+    const WorkShare share = block_share(p, blockIdx.x, gridDim.x, part);
     if (thread == 0) {
-      control[kStartRun] = share.start.run;
-      control[kStartPart] = share.start.part;
       control[kStartItem] = share.start.item;
       control[kItemCount] = share.count;
+      *start_part = part;
     }
   }
   __syncthreads();  // the block's only full barrier: the copy warp leaves after its stream
   const int count = control[kItemCount];
   if (count == 0) return;
-  WorkCursor cursor{describe_part(p, control[kStartRun], control[kStartPart]),
-                    control[kStartItem]};
+  WorkCursor cursor{*start_part, control[kStartItem]};
   if (cursor.item >= cursor.part.items) {  // the share starts with the next part's first item
     cursor.item = cursor.part.items - 1;
     cursor.advance(p);

@@ -25,8 +25,10 @@ inline constexpr int kSharedBytesReservedPerBlock = 1024;
 inline constexpr int kTargetBlocksPerSm = 3;
 // Query columns one block serves at most: the n = 8 of the tensor-core tiles.
 inline constexpr int kMaxColumns = 8;
-// The block's control words (decode_kernel.cuh), 8-byte aligned like what follows.
-inline constexpr int kControlBytes = 32;
+// The block's control region (decode_kernel.cuh): its control words, then the work-list part
+// its share starts in (a RunPart, work_list.cuh), 8-byte aligned like what follows.
+inline constexpr int kControlWordBytes = 16;
+inline constexpr int kControlBytes = kControlWordBytes + 96;
 
 TD_HOST_DEVICE_CONSTEXPR int blocks_per_sm_by_shared(int shared_bytes) {
   return kSharedBytesPerSm / (shared_bytes + kSharedBytesReservedPerBlock);

@@ -241,54 +241,68 @@ __device__ __forceinline__ RunCost run_cost(const DecodeParams& p, int run) {
   return cost;
 }
 
-// By one whole warp: the tiles of the whole list.
-__device__ __forceinline__ std::int64_t total_tiles(const DecodeParams& p) {
+// Run `first + lane`'s cost by each lane of a warp (zero past the last run). The costs of the
+// first 32 runs, taken once, are `held`: a batch of up to 32 runs costs one pass.
+__device__ __forceinline__ RunCost lane_run_cost(const DecodeParams& p, int first, int lane,
+                                                 const RunCost& held) {
+  if (first == 0) return held;
+  return first + lane < p.n_runs ? run_cost(p, first + lane) : RunCost{0, 0};
+}
+
+// Where a target tile lies, once the runs before it are counted: its run, the tile offset
+// inside that run, and the items of the runs before (run = n_runs past the end).
+struct TargetRun {
+  int run;
+  std::int64_t offset, items_before;
+};
+
+// The first item of run `target.run` that starts at or after tile `target.offset` of the run,
+// and the part it lies in.
+__device__ __forceinline__ WorkStart locate_in_run(const DecodeParams& p, const TargetRun& target,
+                                                   RunPart& found) {
+  found = describe_part(p, target.run, 0);
+  const std::int64_t tiles0 = part_tiles(found);
+  if (target.offset < tiles0 || p.parts_per_run == 1) {
+    const int item = first_item_from(p, found, target.offset);
+    return {target.run, 0, item, target.items_before + item};
+  }
+  const int items0 = found.items;
+  found = describe_part(p, target.run, 1);
+  const int item = first_item_from(p, found, target.offset - tiles0);
+  return {target.run, 1, item, target.items_before + items0 + item};
+}
+
+// A block's share of the work list: the items that start in tiles [total · block / blocks,
+// total · (block + 1) / blocks) of the whole stream, so every block streams about as many
+// tiles whatever the lengths in the batch; by one whole warp. `start_part` is the part the
+// share starts in (valid in lane 0).
+struct WorkShare {
+  WorkStart start;
+  int count;
+};
+
+__device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
+                                                 unsigned blocks, RunPart& start_part) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
+  const RunCost held = lane < p.n_runs ? run_cost(p, lane) : RunCost{0, 0};
   std::int64_t total = 0;
   for (int first = 0; first < p.n_runs; first += 32) {
-    std::int64_t tiles = first + lane < p.n_runs ? run_cost(p, first + lane).tiles : 0;
+    std::int64_t tiles = lane_run_cost(p, first, lane, held).tiles;
 #pragma unroll
     for (int offset = 16; offset >= 1; offset /= 2) {
       tiles += __shfl_xor_sync(0xffffffffu, tiles, offset);
     }
     total += tiles;
   }
-  return total;
-}
-
-__device__ __forceinline__ WorkStart locate_in_run(const DecodeParams& p, int run,
-                                                   std::int64_t offset, std::int64_t index) {
-  const RunPart part0 = describe_part(p, run, 0);
-  const std::int64_t tiles0 = part_tiles(part0);
-  if (offset < tiles0 || p.parts_per_run == 1) {
-    const int item = first_item_from(p, part0, offset);
-    return {run, 0, item, index + item};
-  }
-  const RunPart part1 = describe_part(p, run, 1);
-  const int item = first_item_from(p, part1, offset - tiles0);
-  return {run, 1, item, index + part0.items + item};
-}
-
-// By one whole warp: the first items that start at or after tile targets[t] of the stream
-// (past the end: run n_runs, index = the item count). Lanes take runs 32 at a time; inclusive
-// warp scans of their tile and item counts find the runs.
-template <int kTargets>
-__device__ __forceinline__ void locate_tiles(const DecodeParams& p,
-                                             const std::int64_t (&targets)[kTargets],
-                                             WorkStart (&found)[kTargets]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
+  // Lanes take runs 32 at a time; inclusive warp scans of their tile and item counts find the
+  // runs that hold the share's first tile (target 0) and the next share's (target 1).
+  const std::int64_t targets[2] = {total * block / blocks, total * (block + 1) / blocks};
+  TargetRun found[2] = {{p.n_runs, 0, 0}, {p.n_runs, 0, 0}};
+  bool done[2] = {false, false};
   std::int64_t base_tiles = 0, base_items = 0;
-  bool done[kTargets];
-#pragma unroll
-  for (int t = 0; t < kTargets; ++t) {
-    done[t] = false;
-    found[t] = {p.n_runs, 0, 0, 0};
-  }
   for (int first = 0; first < p.n_runs; first += 32) {
-    const int run = first + lane;
-    const RunCost cost = run < p.n_runs ? run_cost(p, run) : RunCost{0, 0};
-    const std::int64_t tiles = cost.tiles, items = cost.items;
-    std::int64_t tiles_incl = tiles, items_incl = items;
+    const RunCost cost = lane_run_cost(p, first, lane, held);
+    std::int64_t tiles_incl = cost.tiles, items_incl = cost.items;
 #pragma unroll
     for (int offset = 1; offset < 32; offset *= 2) {
       const std::int64_t t_below = __shfl_up_sync(0xffffffffu, tiles_incl, offset);
@@ -299,42 +313,32 @@ __device__ __forceinline__ void locate_tiles(const DecodeParams& p,
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTargets; ++t) {
+    for (int t = 0; t < 2; ++t) {
       const unsigned hit = __ballot_sync(
-          0xffffffffu, !done[t] && run < p.n_runs && targets[t] < base_tiles + tiles_incl);
+          0xffffffffu, !done[t] && first + lane < p.n_runs && targets[t] < base_tiles + tiles_incl);
       if (hit == 0) continue;
       const int source = __ffs(hit) - 1;
       const std::int64_t tiles_before =
-          __shfl_sync(0xffffffffu, base_tiles + tiles_incl - tiles, source);
+          __shfl_sync(0xffffffffu, base_tiles + tiles_incl - cost.tiles, source);
       const std::int64_t items_before =
-          __shfl_sync(0xffffffffu, base_items + items_incl - items, source);
-      found[t] = locate_in_run(p, first + source, targets[t] - tiles_before, items_before);
+          __shfl_sync(0xffffffffu, base_items + items_incl - cost.items, source);
+      found[t] = {first + source, targets[t] - tiles_before, items_before};
       done[t] = true;
     }
     base_tiles += __shfl_sync(0xffffffffu, tiles_incl, 31);
     base_items += __shfl_sync(0xffffffffu, items_incl, 31);
   }
-#pragma unroll
-  for (int t = 0; t < kTargets; ++t) {
-    if (!done[t]) found[t] = {p.n_runs, 0, 0, base_items};
-  }
-}
-
-// A block's share of the work list: the items that start in tiles [total · block / blocks,
-// total · (block + 1) / blocks) of the whole stream, so every block streams about as many
-// tiles whatever the lengths in the batch; by one whole warp.
-struct WorkShare {
-  WorkStart start;
-  int count;
-};
-
-__device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
-                                                 unsigned blocks) {
-  const std::int64_t tiles = total_tiles(p);
-  const std::int64_t targets[2] = {tiles * block / blocks, tiles * (block + 1) / blocks};
-  WorkStart bounds[2];
-  locate_tiles<2>(p, targets, bounds);
-  return {bounds[0], static_cast<int>(bounds[1].index - bounds[0].index)};
+  // Lane t describes target t's run: both at once. Past the end: run n_runs, index = the item
+  // count.
+  WorkStart mine{p.n_runs, 0, 0, base_items};
+  const TargetRun target = lane == 0 ? found[0] : found[1];
+  if (lane < 2 && target.run < p.n_runs) mine = locate_in_run(p, target, start_part);
+  const WorkStart start{__shfl_sync(0xffffffffu, mine.run, 0),
+                        __shfl_sync(0xffffffffu, mine.part, 0),
+                        __shfl_sync(0xffffffffu, mine.item, 0),
+                        __shfl_sync(0xffffffffu, mine.index, 0)};
+  const std::int64_t end = __shfl_sync(0xffffffffu, mine.index, 1);
+  return {start, static_cast<int>(end - start.index)};
 }
 
 }  // namespace turbodecode::cuda::decode
