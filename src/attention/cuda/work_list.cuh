@@ -274,13 +274,13 @@ __device__ __forceinline__ WorkStart locate_in_run(const DecodeParams& p, const 
 
 // A block's share of the work list: the items that start in tiles [total · block / blocks,
 // total · (block + 1) / blocks) of the whole stream, so every block streams about as many
-// tiles whatever the lengths in the batch; by one whole warp. `start_part` is the part the
-// share starts in (valid in lane 0).
+// tiles whatever the lengths in the batch.
 struct WorkShare {
   WorkStart start;
   int count;
 };
 
+// By one whole warp; lane 0 also gets the part the share starts in, in `start_part`.
 __device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
                                                  unsigned blocks, RunPart& start_part) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
