@@ -17,6 +17,7 @@
 #include "attention/cuda/decode_shape.h"
 #include "attention/cuda/work_list.cuh"
 #include "attention/state.h"
+#include "common/cuda/warp.cuh"
 #include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda::decode {
@@ -103,21 +104,14 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   WarpState<D> s;
   s.m = fmaxf(s.m, first_part.x);
   for (int k = own + 32; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
-#pragma unroll
-  for (int offset = 16; offset >= 1; offset /= 2) {
-    s.m = fmaxf(s.m, __shfl_xor_sync(0xffffffffu, s.m, offset));
-  }
+  s.m = warp_max(s.m);
   const float held = attention::merge_weight(first_part.x, s.m);
   float share = own < count ? fmaf(first_part.y, held, 0.0f) : 0.0f;
   for (int k = own + 32; k < count; k += 32) {
     const float2 part = __ldcg(ml + k * stride);
     share = fmaf(part.y, attention::merge_weight(part.x, s.m), share);
   }
-#pragma unroll
-  for (int offset = 16; offset >= 1; offset /= 2) {
-    share += __shfl_xor_sync(0xffffffffu, share, offset);
-  }
-  s.l = share;
+  s.l = warp_sum(share);
   const bool alone = warp < 0;
   float mine[E] = {};
   if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, s.m, held, lane, mine);

@@ -29,20 +29,11 @@
 #include "common/cuda/cuda_check.cuh"
 #include "common/cuda/pipeline_barriers.cuh"
 #include "common/cuda/shared_memory_opt_in.cuh"
+#include "common/cuda/warp.cuh"
 #include "tq/codec_math.h"
 #include "tq/cuda/warp_row.cuh"
 
 namespace turbodecode::cuda::decode {
-
-// Reduction over aligned groups of kWidth lanes (a power of two up to 32).
-template <int kWidth, class Op>
-__device__ __forceinline__ float group_reduce(float value, Op op) {
-#pragma unroll
-  for (int offset = kWidth / 2; offset >= 1; offset /= 2) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  return value;
-}
 
 // Barrier among the compute warps alone (the copy warp goes its own way).
 __device__ __forceinline__ void compute_warps_sync() {
@@ -191,7 +182,8 @@ struct DecodeBlock {
         score *= p.scale;
         if (p.softcap > 0.0f) score = p.softcap * tanhf(score / p.softcap);
       }
-      const float tile_max = group_reduce<T>(score, [](float a, float b) { return fmaxf(a, b); });
+      const float tile_max =
+          butterfly_reduce<T>(score, [](float a, float b) { return fmaxf(a, b); });
       const float m_new = fmaxf(shares.m[k], tile_max);
       const float weight = tile_weight(score, m_new);
       const float factor = tile_weight(shares.m[k], m_new);
@@ -216,7 +208,7 @@ struct DecodeBlock {
 #pragma unroll
     for (int k = 0; k < s.pairs_per_thread; ++k) {
       const int i = thread + kComputeThreads * k;
-      const float l = group_reduce<T>(shares.l[k], [](float a, float b) { return a + b; });
+      const float l = butterfly_sum<T>(shares.l[k]);
       if (i < s.pairs && i % T == 0 && i / T < columns_here) {
         p.state_ml[state + i / T] = make_float2(shares.m[k], l);
       }

@@ -32,4 +32,10 @@ __device__ __forceinline__ float warp_sum(float value) {
   return butterfly_sum<kWarpSize>(value);
 }
 
+// The maximum over the warp (fmaxf: a NaN lane loses to any number), in every lane.
+__device__ __forceinline__ float warp_max(float value) {
+  return butterfly_reduce<kWarpSize>(value,
+                                     [](float own, float other) { return fmaxf(own, other); });
+}
+
 }  // namespace turbodecode::cuda

@@ -384,10 +384,7 @@ __device__ __forceinline__ void encode_fp8(const float (&x)[kPerLane<D>], int la
   float amax = 0.0f;
 #pragma unroll
   for (int r = 0; r < E; ++r) amax = fmaxf(amax, fabsf(x[r]));
-#pragma unroll
-  for (int offset = kLanes / 2; offset >= 1; offset >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-  }
+  amax = warp_max(amax);
   const float row_scale = fp8::row_scale(amax);
   if (lane == 0) *scale = row_scale;
   unsigned words[E / 4] = {};
