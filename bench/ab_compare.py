@@ -29,8 +29,9 @@ def rows_of(report):
             yield r["label"], r["graph_us"]
     for r in report.get("append", []):
         if "graph_us" in r:
+            paging = f" P{r['page_size']}" if r.get("page_size", 0) > 0 else ""
             name = (f"append D{r['head_dim']} {r['n_kv_heads']}kv V {r['v_format']} "
-                    f"in {r['input']} {r['tokens']} tok")
+                    f"in {r['input']} {r['tokens']} tok{paging}")
             yield name, r["graph_us"]
 
 
