@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/chunks.h"
 #include "attention/state.h"
 #include "cache_contents.h"
 #include "common/f16.h"
@@ -452,6 +453,24 @@ TEST(DecodeAttention, PlanRejectsBadRunsAndChunks) {
       plan_decode(linear, with(good, [](auto& o) { o.fixed_chunk_positions = 64; }), 1);
   EXPECT_EQ(fixed.chunk_positions(100), 64);
   EXPECT_EQ(fixed.max_chunks, 3);  // 128 positions starting mid-chunk
+}
+
+// The automatic policy with a spread (the CUDA backend's limits): chunks of min_positions while
+// a row has at most kSpreadChunks of them, doubled up to spread_positions, then doubled again
+// only as max_chunks demands.
+TEST(DecodeAttention, ChunkPolicySpreadsShortRowsAndLengthensLongOnes) {
+  const attention::ChunkPolicy policy{128, 1025, 512, 0};
+  EXPECT_EQ(attention::chunk_positions(policy, 1), 128);
+  EXPECT_EQ(attention::chunk_positions(policy, 128 * attention::kSpreadChunks), 128);
+  EXPECT_EQ(attention::chunk_positions(policy, 128 * attention::kSpreadChunks + 1), 256);
+  EXPECT_EQ(attention::chunk_positions(policy, 256 * attention::kSpreadChunks + 1), 512);
+  EXPECT_EQ(attention::chunk_positions(policy, 131072), 512);
+  EXPECT_EQ(attention::chunk_positions(policy, 512 * 1024), 512);
+  EXPECT_EQ(attention::chunk_positions(policy, 512 * 1024 + 1), 1024);
+  // Without a spread (spread_positions = min_positions) only max_chunks counts.
+  const attention::ChunkPolicy plain{128, 1025, 128, 0};
+  EXPECT_EQ(attention::chunk_positions(plain, 131072), 128);
+  EXPECT_EQ(attention::chunk_positions(plain, 131073), 256);
 }
 
 TEST(DecodeAttention, RunRejectsBadRunsAndLseAndWritesNothing) {

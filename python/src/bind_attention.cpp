@@ -36,6 +36,7 @@ nb::dict plan(const std::string& cache, int n_heads, float scale, float softcap,
   fields["scale"] = p->options.scale;
   fields["min_chunk_positions"] = p->min_chunk_positions;
   fields["max_chunks"] = p->max_chunks;
+  fields["spread_chunk_positions"] = p->spread_chunk_positions;
   fields["workspace_bytes"] = p->workspace_bytes;
   fields["device_blocks"] = p->device_blocks;
   return fields;

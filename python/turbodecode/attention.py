@@ -57,6 +57,7 @@ class DecodePlan:
     max_queries: int
     min_chunk_positions: int
     max_chunks: int
+    spread_chunk_positions: int
     workspace_bytes: int  #: size of run_decode's workspace
     #: CUDA: blocks of the persistent decode launch (SMs × resident blocks of its kernel).
     device_blocks: int
@@ -82,6 +83,7 @@ def plan_decode(cache: KvCacheConfig, options: DecodeOptions, max_queries: int) 
         max_queries=max_queries,
         min_chunk_positions=fields["min_chunk_positions"],
         max_chunks=fields["max_chunks"],
+        spread_chunk_positions=fields["spread_chunk_positions"],
         workspace_bytes=fields["workspace_bytes"],
         device_blocks=fields["device_blocks"],
         key=fields["key"],

@@ -22,7 +22,7 @@ namespace {
 // at most 17 (16 when its first position falls on a chunk boundary): enough work items for a
 // many-core host even at batch 1 with few KV heads. The constants do not depend on the thread
 // count, so results never do either.
-constexpr attention::ChunkLimits kCpuChunkLimits{512, 17};
+constexpr attention::ChunkLimits kCpuChunkLimits{512, 17, 512};
 // Upper bound of any row's chunk count with fixed_chunk_positions: keeps the workspace a plan
 // asks for sane.
 constexpr std::int64_t kMaxFixedChunks = 4096;
@@ -113,6 +113,7 @@ attention::ChunkPolicy chunk_policy(const KvCacheConfig& cache, const DecodeOpti
   attention::ChunkPolicy policy;
   policy.fixed_positions = options.fixed_chunk_positions;
   policy.min_positions = limits.min_positions;
+  policy.spread_positions = limits.spread_positions;
   const std::int64_t c = policy.fixed_positions > 0 ? policy.fixed_positions : policy.min_positions;
   const std::int64_t needed = worst_chunk_count(longest, c);
   policy.max_chunks = static_cast<int>(
@@ -124,7 +125,8 @@ attention::ChunkPolicy chunk_policy(const KvCacheConfig& cache, const DecodeOpti
 
 std::int64_t DecodePlan::chunk_positions(std::int64_t visible) const {
   return attention::chunk_positions(
-      {min_chunk_positions, max_chunks, options.fixed_chunk_positions}, visible);
+      {min_chunk_positions, max_chunks, spread_chunk_positions, options.fixed_chunk_positions},
+      visible);
 }
 
 DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
@@ -151,6 +153,7 @@ DecodePlan plan_decode(const KvCacheConfig& cache, const DecodeOptions& options,
   const attention::ChunkPolicy chunks = chunk_policy(cache, options, limits);
   plan.min_chunk_positions = chunks.min_positions;
   plan.max_chunks = chunks.max_chunks;
+  plan.spread_chunk_positions = chunks.spread_positions;
 #ifdef TURBODECODE_WITH_CUDA
   if (on_cuda) {
     cuda::plan_decode(plan);

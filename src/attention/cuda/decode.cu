@@ -124,7 +124,8 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
   p.columns = shape.columns;
   p.tile = decode::tile_positions(config.head_dim);
   p.column_chunks = shape.column_chunks;
-  p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks, plan.options.fixed_chunk_positions};
+  p.chunk_policy = {plan.min_chunk_positions, plan.max_chunks, plan.spread_chunk_positions,
+                    plan.options.fixed_chunk_positions};
   p.task_chunks = shape.task_chunks;
   p.task_groups = shape.task_groups;
   p.blocks = plan.device_blocks;
@@ -149,13 +150,16 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 
 }  // namespace
 
-// Chunks of 128 positions (4 tiles at D 256, 8 at D 512) up to 1024 of them (rows of 128K
-// positions), longer beyond: small enough that the blocks' shares of the work list, made of
-// whole chunks, stay within a few percent of each other even for a single row, and that a
-// lone short query spreads over the SMs; the chunk states cost 2% (D 256, 2 query heads per
-// KV head) to 8% (D 512, 8) of the bytes the chunk reads, mostly from L2.
+// Chunks of 128 positions (4 tiles at D 256, 8 at D 512) for rows of up to 8K positions, so
+// that a lone short query spreads over the SMs and the blocks' shares of the work list, made
+// of whole chunks, stay within a few percent of each other even for a single row; longer rows
+// get up to 512 positions per chunk (64 chunks from 32K positions), and beyond 512K at most
+// 1024 chunks. Against 128 positions throughout (same-run sweep, 16/8 D 256, K F16 + V tq8):
+// 256 positions cost B = 1 × 4K 14% and 512 positions 40%, while 512 positions take the same
+// time at B = 1 × 32K and 18% less at B = 8 × 32K, 13% less at B = 1 × 128K: the chunk states
+// and their merges are what shorter chunks pay for.
 attention::ChunkLimits chunk_limits(int) {
-  return attention::ChunkLimits{128, 1025};
+  return attention::ChunkLimits{128, 1025, 512};
 }
 
 void plan_decode(DecodePlan& plan) {
