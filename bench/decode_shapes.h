@@ -84,7 +84,8 @@ struct BatchLength {
 inline std::vector<BatchLength> headline_lengths(int head_dim, bool quick) {
   if (quick) return {{1, 4096}, {8, 4096}};
   if (head_dim == 256) {
-    return {{1, 4096}, {1, 32768}, {1, 131072}, {8, 32768}, {32, 8192}, {64, 4096}};
+    return {{1, 4096},  {1, 8192},  {1, 16384}, {1, 32768},
+            {1, 131072}, {8, 32768}, {32, 8192}, {64, 4096}};
   }
   return {{1, 4096}, {1, 32768}, {1, 131072}, {8, 32768}, {32, 8192}};
 }

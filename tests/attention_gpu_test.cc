@@ -232,9 +232,9 @@ TEST(AttentionGpu, RowsAreBitwiseTheSameAloneInRunsAndInBatches) {
   for (const int head_dim : {256, 512}) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("D=" + std::to_string(head_dim) + " seed=" + std::to_string(seed));
-    // The automatic chunk size doubles past 8192 visible positions (128-position chunks, at
-    // most 64 of them, chunks.h): the second run straddles that, so its rows are served in two
-    // parts.
+    // The automatic chunk size doubles past 8192 visible positions (256-position chunks, at
+    // most 32 of them, then 512, chunks.h): the second run straddles that, so its rows are
+    // served in two parts.
     const std::int32_t doubling = 8192;
     KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, head_dim, 16);
     config.n_kv_heads = 1;

@@ -45,7 +45,7 @@ struct DecodePlan {
   // How a row's visible positions are cut into chunks, each a unit of work with a softmax
   // state of its own (SPEC §2.5): chunk j of a row holds its visible positions in
   // [j·C, (j + 1)·C), aligned on absolute positions, with C = min_chunk_positions · 2^k: doubled
-  // while the row would have more than 64 chunks and C is below spread_chunk_positions, then
+  // while the row would have more than 32 chunks and C is below spread_chunk_positions, then
   // while it would have more than max_chunks.
   std::int64_t min_chunk_positions = 32;
   int max_chunks = 1;

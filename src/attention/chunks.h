@@ -22,7 +22,7 @@ namespace turbodecode::attention {
 inline constexpr std::int64_t kChunkAlign = 32;
 
 // Chunks a row is cut into at most while its chunks stay below spread_positions.
-inline constexpr std::int64_t kSpreadChunks = 64;
+inline constexpr std::int64_t kSpreadChunks = 32;
 
 // A backend's automatic policy: chunks of at least min_positions, growing up to
 // spread_positions to keep a row within kSpreadChunks chunks, and at most max_chunks of them.

@@ -150,14 +150,14 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 
 }  // namespace
 
-// Chunks of 128 positions (4 tiles at D 256, 8 at D 512) for rows of up to 8K positions, so
-// that a lone short query spreads over the SMs and the blocks' shares of the work list, made
-// of whole chunks, stay within a few percent of each other even for a single row; longer rows
-// get up to 512 positions per chunk (64 chunks from 32K positions), and beyond 512K at most
-// 1024 chunks. Against 128 positions throughout (same-run sweep, 16/8 D 256, K F16 + V tq8):
-// 256 positions cost B = 1 × 4K 14% and 512 positions 40%, while 512 positions take the same
-// time at B = 1 × 32K and 18% less at B = 8 × 32K, 13% less at B = 1 × 128K: the chunk states
-// and their merges are what shorter chunks pay for.
+// Chunks of 128 positions (4 tiles at D 256, 8 at D 512) for rows of up to 4K positions, so
+// that a lone short query spreads over the SMs; longer rows keep 32 chunks with up to 512
+// positions each (256 at 8K, 512 from 16K), and beyond 512K at most 1024 chunks. 32 chunks of
+// each of 8 KV heads are fewer work items than the device holds blocks, so a lone row is one
+// wave; more, shorter chunks cost their states and merges. Same-run sweep, 16/8 D 256,
+// K F16 + V tq8, fixed sizes 128 / 256 / 512: B = 1 × 4K 40.1 / 41.8 / 56.3 µs, B = 1 × 8K
+// 66.0 / 51.2 / 60.1, B = 1 × 16K 88.0 / 86.8 / 69.2, B = 1 × 32K 123.8 / 123.1 / 124.4,
+// B = 8 × 32K 618 / 535 / 519, B = 32 × 8K 620 / 536 / 520.
 attention::ChunkLimits chunk_limits(int) {
   return attention::ChunkLimits{128, 1025, 512};
 }
