@@ -35,7 +35,37 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_packed_codes(D d, const std::uint
   return hn::Set(hn::RebindToSigned<D>(), tq::read_code(row, Bits, j));
 }
 
+// The code of element j of a 4-bit row (two per byte, even element in the low nibble).
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_nibble_codes(D d, const std::uint8_t* row, int j) {
+  return hn::Set(hn::RebindToSigned<D>(), (row[j / 2] >> (4 * (j % 2))) & 0x0f);
+}
+
 #else
+
+// The codes of elements [j, j + Lanes(d)) of a 4-bit row (two per byte, even element in the
+// low nibble). Up to 8 codes fill at most 4 bytes: one integer, broadcast, lane k shifted down
+// by 4k (AVX2: 3 vector operations). Wider vectors widen each byte to 16 bits as [low nibble,
+// high nibble], which read as bytes is one code per byte in element order.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_nibble_codes(D d, const std::uint8_t* row, int j) {
+  const hn::RebindToSigned<D> di;
+  if constexpr (!HWY_HAVE_SCALABLE && hn::MaxLanes(d) <= 8) {
+    const hn::RebindToUnsigned<D> du;
+    std::uint32_t word = 0;
+    std::memcpy(&word, row + j / 2, hn::MaxLanes(d) / 2);
+    const auto shifts = hn::ShiftLeft<2>(hn::Iota(du, 0));
+    return hn::BitCast(di, hn::And(hn::Set(du, word) >> shifts, hn::Set(du, 0x0f)));
+  } else {
+    const hn::Rebind<std::uint8_t, D> d8;
+    const hn::RepartitionToWide<decltype(d8)> d16;
+    const auto bytes =
+        hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, decltype(d16)>(), row + j / 2));
+    const auto split = hn::Or(hn::And(bytes, hn::Set(d16, 0x000f)),
+                              hn::ShiftLeft<4>(hn::And(bytes, hn::Set(d16, 0x00f0))));
+    return hn::PromoteTo(di, hn::BitCast(d8, split));
+  }
+}
 
 // The little-endian integer of Bytes (3, 5 or 6) bytes, built in a register from whole loads:
 // a narrow memcpy into a stack integer would make its vector broadcast wait on a failed store
@@ -94,17 +124,8 @@ template <int Bits, class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* row, int j) {
   const hn::RebindToSigned<D> di;
   const hn::Rebind<std::uint8_t, D> d8;
-  if constexpr (Bits == 4 && hn::MaxLanes(d) == 1) {
-    return hn::Set(di, (row[j / 2] >> (4 * (j % 2))) & 0x0f);
-  } else if constexpr (Bits == 4) {
-    // Each byte widened to 16 bits as [low nibble, high nibble]: read as bytes, that is one
-    // code per byte in element order.
-    const hn::RepartitionToWide<decltype(d8)> d16;
-    const auto bytes =
-        hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, decltype(d16)>(), row + j / 2));
-    const auto split = hn::Or(hn::And(bytes, hn::Set(d16, 0x000f)),
-                              hn::ShiftLeft<4>(hn::And(bytes, hn::Set(d16, 0x00f0))));
-    return hn::PromoteTo(di, hn::BitCast(d8, split));
+  if constexpr (Bits == 4) {
+    return load_nibble_codes(d, row, j);
   } else if constexpr (Bits == 8) {
     return hn::PromoteTo(di, hn::LoadU(d8, row + j));
   } else {
