@@ -50,7 +50,7 @@ export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-# JSON results gather here and leave as one tarball (the device tool returns at most 8 files).
+# JSON results gather here and leave as one tarball (a remote run brings back at most 8 files).
 JSON_DIR="$OUT_DIR/json"
 mkdir -p "$JSON_DIR"
 SCRATCH=$(mktemp -d)

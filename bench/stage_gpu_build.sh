@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies what the GPU run needs from a build folder into a small one that the device tool
-# can carry (it carries 64 MiB in all; a full build folder is larger): the GPU test binaries
+# Copies what the GPU run needs from a build folder into a small one that fits what travels to
+# a remote GPU machine (64 MiB in all; a full build folder is larger): the GPU test binaries
 # (tests/*_gpu_test), GPU benchmarks (bench/*_bench but cpu_*), the CLI (turbodecode) and the
 # Python package (python/turbodecode) with their symbols stripped, the shared libraries they
 # find through their run path (lib/),

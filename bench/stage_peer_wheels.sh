@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stages the Python package the GPU session's FlashInfer peer needs into .whl/ (.gitignore
-# ignores it; the device tool carries it when a run names it in `carry`): FlashInfer 0.3.1 as a
+# Stages the Python package the GPU run's FlashInfer peer needs into .whl/ (.gitignore
+# ignores it; it travels to the GPU machine with the build folder): FlashInfer 0.3.1 as a
 # wheel built here from its PyPI source distribution (Python and CUDA sources, no compiled code;
 # it JIT-compiles its kernels on the GPU machine). Building the wheel here leaves nothing to
 # build there, where no package index is reachable. FlashInfer's other requirements are in the
