@@ -133,17 +133,69 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* ro
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+
+// table[index] for a table of Entries (32, 64 or 128) floats on AVX-512: one two-register
+// permute (vpermt2ps, 32 entries on the index's low 5 bits) per 32 entries, the results paired
+// in a tree of selects on the index's bits 5 and 6.
+template <int Entries, class D>
+HWY_INLINE hn::Vec<D> permute_lookup(D d, const float* table,
+                                     hn::Vec<hn::RebindToSigned<D>> index) {
+  static_assert(hn::MaxLanes(D()) == 16 && Entries % 32 == 0 && Entries <= 128);
+  constexpr int kTables = Entries / 32;
+  const hn::RebindToSigned<D> di;
+  hn::Vec<D> found[kTables];
+  for (int t = 0; t < kTables; ++t) {
+    found[t] = hn::Vec<D>{_mm512_permutex2var_ps(_mm512_loadu_ps(table + 32 * t), index.raw,
+                                                 _mm512_loadu_ps(table + 32 * t + 16))};
+  }
+  for (int bit = 5, n = kTables; n > 1; ++bit, n /= 2) {
+    const auto upper = hn::RebindMask(d, hn::TestBit(index, hn::Set(di, 1 << bit)));
+    for (int t = 0; t < n / 2; ++t) {
+      found[t] = hn::IfThenElse(upper, found[2 * t + 1], found[2 * t]);
+    }
+  }
+  return found[0];
+}
+
+// codebook[codes] on AVX-512 for codebooks of 32 to 256 entries, from registers. A codebook is
+// odd about its middle (tq/tables.h), so 6- and 8-bit codes read its lower half only: a code
+// in the upper half reads entry 2^Bits − 1 − code, negated (8-bit codes: 4 permutes, 3 selects
+// and 4 integer operations per vector; the half codebook's 8 registers stay across a tile).
+template <int Bits, class D>
+HWY_INLINE hn::Vec<D> lookup_in_registers(D d, const float* codebook,
+                                          hn::Vec<hn::RebindToSigned<D>> codes) {
+  if constexpr (Bits == 5) {
+    return permute_lookup<32>(d, codebook, codes);
+  } else {
+    constexpr int kHalf = 1 << (Bits - 1);
+    const hn::RebindToSigned<D> di;
+    const auto upper_half = hn::ShiftRight<31>(hn::ShiftLeft<32 - Bits>(codes));  // 0 or −1
+    const auto index = hn::Xor(codes, hn::And(upper_half, hn::Set(di, kHalf - 1)));
+    const auto sign = hn::BitCast(d, hn::And(upper_half, hn::Set(di, INT32_MIN)));
+    return hn::Xor(permute_lookup<kHalf>(d, codebook, index), sign);
+  }
+}
+
+#endif  // AVX-512
+
 // codebook[codes] for a codebook of 2^Bits entries. A codebook of at most two vectors of
-// fixed width (3- and 4-bit codes from AVX2 up, 5-bit codes with AVX-512) stays in registers:
-// one or two permutes and a select on the code's next bit, which leaves the load ports to the
-// rows themselves; one shorter than a vector is loaded masked, never read past its end. Larger
-// codebooks are gathered: with four registers, 5-bit codes on AVX2 measure slower than the gather
+// fixed width (3- and 4-bit codes from AVX2 up) stays in registers: one or two permutes and a
+// select on the code's next bit; AVX-512 keeps codebooks of up to 256 entries in registers
+// (lookup_in_registers). Either leaves the load ports to the rows themselves; a codebook
+// shorter than a vector is loaded masked, never read past its end. Other codebooks are
+// gathered: with four registers, 5-bit codes on AVX2 measure slower than the gather
 // (docs/cpu-attention-bench.md).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
                                    hn::Vec<hn::RebindToSigned<D>> codes) {
   constexpr int kEntries = 1 << Bits;
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if constexpr (kLanes == 16 && kEntries >= 32) {
+    return lookup_in_registers<Bits>(d, codebook, codes);
+  }
+#endif
   if constexpr (HWY_HAVE_SCALABLE || kLanes < 8 || kEntries > 2 * kLanes) {
     return hn::GatherIndex(d, codebook, codes);
   } else if constexpr (kEntries < kLanes) {  // 3-bit codes with AVX-512: 8 entries, 16 lanes

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -105,6 +106,19 @@ inline constexpr std::array<std::uint8_t, 64> kSignMask = {
     0x58, 0x2f, 0x94, 0xe1, 0xb6, 0x3d, 0x0a, 0x7c,
     0xc5, 0x61, 0xd8, 0x4f, 0xa3, 0x97, 0x1e, 0x85,
 };
+
+// Every codebook is odd about its middle: entry 2^bits − 1 − i is −entry i (the CPU lookups
+// of row_readers-inl.h read the lower half only).
+template <std::size_t N>
+constexpr bool odd_about_middle(const std::array<float, N>& codebook) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (codebook[N - 1 - i] != -codebook[i]) return false;
+  }
+  return true;
+}
+static_assert(odd_about_middle(kCodebook3bit) && odd_about_middle(kCodebook4bit) &&
+              odd_about_middle(kCodebook5bit) && odd_about_middle(kCodebook6bit) &&
+              odd_about_middle(kCodebook8bit));
 
 // The codebook of a bit width (3, 4, 5, 6 or 8).
 inline std::span<const float> codebook(int bits) {
