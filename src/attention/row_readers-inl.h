@@ -133,7 +133,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* ro
   }
 }
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // the AVX-512 targets
 
 // table[index] for a table of Entries (32, 64 or 128) floats on AVX-512: one two-register
 // permute (vpermt2ps, 32 entries on the index's low 5 bits) per 32 entries, the results paired
@@ -191,7 +191,7 @@ HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
                                    hn::Vec<hn::RebindToSigned<D>> codes) {
   constexpr int kEntries = 1 << Bits;
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // the AVX-512 targets
   if constexpr (kLanes == 16 && kEntries >= 32) {
     return lookup_in_registers<Bits>(d, codebook, codes);
   }
