@@ -81,12 +81,17 @@ void lane_sums_match_double_and_ignore_neighbours(std::uint64_t seed) {
 
 constexpr int kRowLength = 512;
 
-// A codebook of 2^bits distinct values padded to 256 entries with NaN: a code not masked to
-// its width reads NaN.
+// A codebook of 2^bits distinct values, odd about its middle as every codebook of the cache is
+// (tq/tables.h; the AVX-512 lookups read the lower half only), padded to 256 entries with NaN:
+// a code not masked to its width reads NaN.
 std::vector<float> padded_codebook(int bits, std::mt19937_64& rng) {
   std::vector<float> codebook(256, NAN);
-  std::normal_distribution<float> normal;
-  for (int c = 0; c < (1 << bits); ++c) codebook[c] = normal(rng) + static_cast<float>(c);
+  std::uniform_real_distribution<float> jitter(-1.0f, 1.0f);
+  const int entries = 1 << bits;
+  for (int c = 0; c < entries / 2; ++c) {
+    codebook[c] = jitter(rng) - 4.0f * static_cast<float>(entries / 2 - c);
+    codebook[entries - 1 - c] = -codebook[c];
+  }
   return codebook;
 }
 
