@@ -2,6 +2,8 @@
 // InvalidArgument naming the argument, and nothing is written.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -132,6 +134,25 @@ TEST_F(HcValidation, RejectsTooManyRowsForThePlan) {
   forged.pre_residency.single_row_clusters = 7;  // a CPU plan runs no clusters
   expect_rejected(
       [&] { hc_norm_mix(forged, in_.x_view(), in_.mix_weight_view(), split_view(), {}); }, "plan");
+}
+
+// A plan that needs no workspace ignores the view passed for it, whatever its shape: the
+// overlap checks must not compute its extent (under UBSan, a signed overflow).
+TEST_F(HcValidation, IgnoresTheWorkspaceOfAPlanThatNeedsNone) {
+  const HcPrePlan plan = plan_hc_pre(problem_.params, 2, Device::cpu);
+  ASSERT_EQ(plan.workspace_bytes, 0);
+  std::uint8_t byte = 0;
+  TensorView hostile;
+  hostile.data = &byte;
+  hostile.device = Device::cpu;
+  hostile.dtype = DType::f32;
+  hostile.rank = 2;
+  hostile.shape[0] = INT64_MIN + 2;
+  hostile.shape[1] = 3;
+  hostile.strides[0] = INT64_MAX;
+  hostile.strides[1] = 1;
+  hc_norm_mix(plan, in_.x_view(), in_.mix_weight_view(), split_view(), hostile);
+  for (float v : testing::to_host<float>(split_)) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST_F(HcValidation, RejectsBadQ8Operands) {
