@@ -155,14 +155,9 @@ DecodeParams make_params(const DecodePlan& plan, const KvCacheView& cache, const
 // positions at D 256 (256 at 8K, 512 at 16K, 1024 from 32K) and up to 512 at D 512, and beyond
 // that at most 1024 chunks. 32 chunks of each of 8 KV heads (256 work items) are fewer than
 // the device holds blocks, so a lone row is one wave; more, shorter chunks cost their states
-// and merges. Same-run sweeps, 16/8 D 256, K F16 + V tq8, fixed sizes 128 / 256 / 512 / 1024:
-// B = 1 × 4K 40.1 / 41.8 / 56.3 / –, B = 1 × 8K 66.0 / 51.2 / 60.1 / –, B = 1 × 16K
-// 87.6 / 86.1 / 68.6 / 94.9, B = 1 × 32K 123.4 / 120.2 / 123.8 / 105.8 (four query tokens
-// 166.2 / 162.0 / 168.2 / 141.9), B = 1 × 128K 334.5 / 293.2 / 289.7 / 282.9 (2048: 323.7),
-// B = 8 × 32K 619 / 539 / 520 / 516. At D 512 (2 KV heads) lone rows want more chunks and
-// batches longer ones (16/2, 512 / 1024: B = 1 × 32K 139.6 / 187.0 with 256 at 116.1,
-// B = 8 × 32K 397.7 / 365.1, B = 32 × 8K 364.5 / 334.1); the size depends on a row's own
-// length only (batch invariance), so D 512 keeps the 512 cap between the two.
+// and merges. At D 512 (2 KV heads) a lone row wants more chunks and a batch longer ones; the
+// size depends on a row's own length only (batch invariance), so D 512 keeps the 512 cap
+// between the two. The sweeps behind these sizes: docs/cuda-attention-design.md.
 attention::ChunkLimits chunk_limits(int head_dim) {
   return attention::ChunkLimits{128, 1025, head_dim == 256 ? 1024 : 512};
 }
