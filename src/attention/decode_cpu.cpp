@@ -99,7 +99,10 @@ struct ItemScratch {
         begin(static_cast<std::size_t>(heads)),
         end(static_cast<std::size_t>(heads)) {}
   std::vector<float> v_tile, coefs, scores;  // per active head: [head][kTilePositions]
-  std::vector<float> m, l;                   // per item head
+  std::vector<float> m;                      // per item head
+  // per item head; summed in double: f32 sums over a chunk's positions drift by ~√n ulp,
+  // enough to move a row cut into other chunks or shards (SPEC §2.10) past 1e-6
+  std::vector<double> l;
   std::vector<float*> o;
   std::vector<const float*> queries;
   int active_heads = 0;
@@ -221,7 +224,7 @@ void update_softmax(const DecodeJob& job, ItemScratch& scratch) {
     const float correction = merge_weight(m_old, m_new);
     if (correction != 1.0f) simd::scale(simd::RowTag(), correction, scratch.active_o[a], dim);
     simd::exp_shifted(simd::RowTag(), scores, m_new, kTilePositions);
-    float l = scratch.l[head] * correction;
+    double l = scratch.l[head] * correction;
     for (int t = scratch.begin[a]; t < scratch.end[a]; ++t) l += scores[t];
     scratch.m[head] = m_new;
     scratch.l[head] = l;
@@ -406,7 +409,7 @@ void attend_chunk(const DecodeJob& job, const WorkItem& item, ItemScratch& scrat
       const QueryRow& row = job.rows[static_cast<std::size_t>(query)];
       job.layout.states(job.workspace, query,
                         item.kv_head * job.group + g)[item.chunk - row.first_chunk()] = {
-          scratch.m[head], scratch.l[head]};
+          scratch.m[head], static_cast<float>(scratch.l[head])};
     }
   }
 }
@@ -420,17 +423,17 @@ void finish_row(const DecodeJob& job, std::int64_t query, int head) {
   for (int c = 0; c < chunks; ++c) m = std::fmax(m, states[c].m);
   float* result = job.row(job.out, query, head);
   std::fill_n(result, dim, 0.0f);
-  float l = 0.0f;
+  double l = 0.0;  // in double, as within a chunk (ItemScratch::l)
   for (int c = 0; c < chunks; ++c) {
     const float weight = merge_weight(states[c].m, m);
-    l += weight * states[c].l;
+    l += static_cast<double>(weight) * states[c].l;
     simd::axpy(simd::RowTag(), weight, job.layout.partial_o(job.workspace, query, head, c), result,
                dim);
   }
-  simd::scale(simd::RowTag(), output_scale(l), result, dim);
+  simd::scale(simd::RowTag(), output_scale(static_cast<float>(l)), result, dim);
   if (job.lse.present()) {
     job.lse.as<float>()[query * job.lse.strides[0] + head * job.lse.strides[1]] =
-        l == 0.0f ? -INFINITY : m + std::log(l);
+        l == 0.0 ? -INFINITY : static_cast<float>(m + std::log(l));
   }
   if (is_turboquant(job.plan.cache.v_format) && !job.plan.options.rotated_output) {
     tq::unrotate_row(dim, result);
