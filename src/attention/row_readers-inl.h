@@ -67,20 +67,25 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_nibble_codes(D d, const std::uint
   }
 }
 
-// The little-endian integer of Bytes (3, 5 or 6) bytes, built in a register from whole loads:
+// The little-endian integer of Bytes (1 to 8) bytes, built in a register from whole loads:
 // a narrow memcpy into a stack integer would make its vector broadcast wait on a failed store
 // forward.
 template <int Bytes>
 HWY_INLINE std::uint64_t little_endian_bytes(const std::uint8_t* p) {
-  static_assert(Bytes == 3 || Bytes == 5 || Bytes == 6);
-  constexpr int kLow = Bytes == 3 ? 2 : 4;
-  using Low = std::conditional_t<kLow == 2, std::uint16_t, std::uint32_t>;
-  using High = std::conditional_t<Bytes - kLow == 2, std::uint16_t, std::uint8_t>;
-  Low low;
-  High high;
-  std::memcpy(&low, p, sizeof low);
-  std::memcpy(&high, p + kLow, sizeof high);
-  return std::uint64_t{low} | std::uint64_t{high} << (8 * kLow);
+  static_assert(Bytes >= 1 && Bytes <= 8);
+  if constexpr (std::has_single_bit(static_cast<unsigned>(Bytes))) {
+    using Word = std::conditional_t<
+        Bytes == 8, std::uint64_t,
+        std::conditional_t<Bytes == 4, std::uint32_t,
+                           std::conditional_t<Bytes == 2, std::uint16_t, std::uint8_t>>>;
+    Word word;
+    std::memcpy(&word, p, sizeof word);
+    return word;
+  } else {
+    constexpr int kLow = Bytes > 4 ? 4 : 2;
+    return little_endian_bytes<kLow>(p) | little_endian_bytes<Bytes - kLow>(p + kLow)
+                                              << (8 * kLow);
+  }
 }
 
 // Codes first … first + Lanes(d64) − 1 of a 3-, 5- or 6-bit row, one per 64-bit lane, all of
@@ -102,11 +107,60 @@ HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first)
   return hn::And(shifted, hn::Set(d64, (std::uint64_t{1} << Bits) - 1));
 }
 
-// The codes of elements [j, j + Lanes(d)) of a 3-, 5- or 6-bit row as i32 lanes: two halves
-// of 64-bit lanes (group_codes), their low 32 bits packed together. Lanes(d) is 4, 8 or 16 and
-// j a multiple of it, so each half lies in one group.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// The codes of elements [j, j + 8) (AVX2) or [j, j + 16) (AVX-512) of a 3-, 5- or 6-bit row as
+// i32 lanes: the run's Lanes(d)·Bits/8 bytes, and no byte beyond them, as two integers in
+// every 128-bit block; one in-block byte shuffle moves the two bytes code i starts in to the
+// low half of lane i, a shift by lane and a mask leave the code (6 vector operations for 16
+// codes; two groups, below, take 11).
+template <int Bits, class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t* row, int j) {
+  constexpr int kLanes = static_cast<int>(hn::MaxLanes(D()));
+  static_assert(kLanes == 8 || kLanes == 16);
+  constexpr int kBytes = kLanes * Bits / 8;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Repartition<std::uint64_t, decltype(du)> d64;
+  const hn::Repartition<std::uint8_t, decltype(du)> d8;
+  const std::uint8_t* run = row + j / 8 * Bits;
+  std::uint64_t low = 0, high = 0;
+  if constexpr (kBytes <= 8) {
+    low = little_endian_bytes<kBytes>(run);
+  } else {
+    low = little_endian_bytes<8>(run);
+    high = little_endian_bytes<kBytes - 8>(run + 8);
+  }
+  const auto bytes = hn::InterleaveLower(d64, hn::Set(d64, low), hn::Set(d64, high));
+  // Lane i: bytes (i·Bits)/8 and the next (any byte of the block above them), then a shift by
+  // (i·Bits) mod 8.
+  static constexpr auto kPattern = [] {
+    struct Table {
+      alignas(64) std::uint8_t pick[4 * kLanes];
+      alignas(64) std::uint32_t shift[kLanes];
+    } t{};
+    for (int i = 0; i < kLanes; ++i) {
+      const int first = i * Bits / 8;
+      for (int b = 0; b < 4; ++b) t.pick[4 * i + b] = static_cast<std::uint8_t>(first + (b > 0));
+      t.shift[i] = static_cast<std::uint32_t>(i * Bits % 8);
+    }
+    return t;
+  }();
+  const auto pairs = hn::BitCast(du, hn::TableLookupBytes(hn::BitCast(d8, bytes),
+                                                          hn::Load(d8, kPattern.pick)));
+  const auto codes = hn::And(pairs >> hn::Load(du, kPattern.shift),
+                             hn::Set(du, (std::uint32_t{1} << Bits) - 1));
+  return hn::BitCast(hn::RebindToSigned<D>(), codes);
+}
+#endif
+
+// The codes of elements [j, j + Lanes(d)) of a 3-, 5- or 6-bit row as i32 lanes. Lanes(d) is
+// 4, 8 or 16 and j a multiple of it. x86 vectors of 8 or 16 lanes read the run at once
+// (load_run_codes); others take two halves of 64-bit lanes (group_codes), each within one
+// group, their low 32 bits packed together.
 template <int Bits, class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_packed_codes(D d, const std::uint8_t* row, int j) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  if constexpr (hn::MaxLanes(D()) >= 8) return load_run_codes<Bits>(d, row, j);
+#endif
   const hn::RebindToUnsigned<D> du;
   const hn::Repartition<std::uint64_t, decltype(du)> d64;
   const int half = static_cast<int>(hn::Lanes(d64));
