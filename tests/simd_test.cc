@@ -134,12 +134,25 @@ void expect_reads(const Reader& reader, const std::vector<std::uint8_t>& row,
   for (int j = 0; j < kRowLength; j += lanes) {
     hn::StoreU(reader.load(d, alone.data(), j), d, &got[j]);
   }
-  for (int j = 0; j < kRowLength; ++j) {
-    if (std::isnan(want[j])) {
-      EXPECT_TRUE(std::isnan(got[j])) << what << " element " << j;
-    } else {
-      EXPECT_EQ(got[j], want[j]) << what << " element " << j;
+  const auto expect_values = [&](const char* how) {
+    for (int j = 0; j < kRowLength; ++j) {
+      if (std::isnan(want[j])) {
+        EXPECT_TRUE(std::isnan(got[j])) << what << how << " element " << j;
+      } else {
+        EXPECT_EQ(got[j], want[j]) << what << how << " element " << j;
+      }
     }
+  };
+  expect_values("");
+  // A reader that also reads two vectors at once (pair): the same values.
+  if constexpr (requires { reader.pair(d, alone.data(), 0); }) {
+    std::fill(got.begin(), got.end(), NAN);
+    for (int j = 0; j < kRowLength; j += 2 * lanes) {
+      const auto both = reader.pair(d, alone.data(), j);
+      hn::StoreU(both.first, d, &got[j]);
+      hn::StoreU(both.second, d, &got[j + lanes]);
+    }
+    expect_values(" pair");
   }
 }
 

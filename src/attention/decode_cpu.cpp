@@ -257,6 +257,23 @@ void accumulate_part(const DecodeJob& job, const Values& value, const float* coe
   }
 }
 
+// Elements [begin + j, ...) of position t's V row through a reader, and two vectors at once
+// where the reader reads them so (row_readers-inl.h, accumulate_tile).
+template <class Reader>
+struct RowsOfReader {
+  const Reader& reader;
+  const std::uint8_t* const* rows;
+  int begin;
+  HWY_INLINE hn::Vec<simd::RowTag> operator()(int t, int j) const {
+    return reader.load(simd::RowTag(), rows[t], begin + j);
+  }
+  HWY_INLINE auto pair(int t, int j) const
+    requires requires(const std::uint8_t* row) { reader.pair(simd::RowTag(), row, 0); }
+  {
+    return reader.pair(simd::RowTag(), rows[t], begin + j);
+  }
+};
+
 // O_a += w_a,t · v_t for the tile's V rows, each decoded once for every active head; the rows'
 // part scales are folded into per-head coefficients. Up to four heads are one block, and so
 // are eight with one chunk per head: their rows decode straight into the block's registers.
@@ -304,7 +321,7 @@ void accumulate_values(const DecodeJob& job, const Tile& tile, ItemScratch& scra
   with_reader(job.v, [&](const auto& reader) {
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const auto direct = [&](int t, int j) { return reader.load(d, rows[t], begin + j); };
+      const RowsOfReader direct{reader, rows, begin};
       if (heads == 8) {
         float* o[8];
         for (int a = 0; a < 8; ++a) o[a] = scratch.active_o[a] + begin;

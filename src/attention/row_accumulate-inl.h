@@ -20,6 +20,31 @@ using turbodecode::simd::HWY_NAMESPACE::pick;
 using turbodecode::simd::HWY_NAMESPACE::unroll;
 using turbodecode::simd::HWY_NAMESPACE::with_vectors;
 
+// body(v_0, ..., v_{Chunks − 1}) with v_c = value(t, j + c·Lanes(d)); a source that also reads
+// two vectors at once (value.pair(t, j), where j is a multiple of 2·Lanes(d)) is asked by pairs.
+template <int Chunks, class D, class Values, class Body>
+HWY_INLINE void with_row_chunks(D d, const Values& value, int t, int j, const Body& body) {
+  const int lanes = static_cast<int>(hn::Lanes(d));
+  if constexpr (Chunks % 2 == 0 && requires { value.pair(t, j); }) {
+    hn::Vec<D> second = hn::Zero(d);
+    with_vectors<Chunks>(
+        [&](auto c) TD_INLINE_LAMBDA {
+          constexpr int kChunk = decltype(c)::value;
+          if constexpr (kChunk % 2 == 0) {
+            const auto both = value.pair(t, j + kChunk * lanes);
+            second = both.second;
+            return both.first;
+          } else {
+            return second;
+          }
+        },
+        body);
+  } else {
+    with_vectors<Chunks>(
+        [&](auto c) TD_INLINE_LAMBDA { return value(t, j + decltype(c)::value * lanes); }, body);
+  }
+}
+
 // o_h[j] += Σ_{t in [begin[h], end[h])} coefs[h·coef_stride + t] · value(t, j) for Heads rows
 // o_h and j in [0, count), positions t in order, one fused multiply-add each: the same
 // rounding as one axpy per position, with each o_h chunk kept in registers across the whole
@@ -49,9 +74,8 @@ HWY_INLINE void accumulate_tile(D d, const Values& value, const int* begin, cons
         [&](auto&... acc) TD_INLINE_LAMBDA {
           for (int t = first; t < last; ++t) {
             const bool every_head = t >= shared_first && t < shared_last;
-            with_vectors<Chunks>(
-                [&](auto c) TD_INLINE_LAMBDA { return value(t, j + decltype(c)::value * lanes); },
-                [&](const auto&... v) TD_INLINE_LAMBDA {
+            with_row_chunks<Chunks>(
+                d, value, t, j, [&](const auto&... v) TD_INLINE_LAMBDA {
                   unroll<Heads>([&](auto head) TD_INLINE_LAMBDA {
                     constexpr int kHead = decltype(head)::value;
                     if (!every_head && (t < begin[kHead] || t >= end[kHead])) return;

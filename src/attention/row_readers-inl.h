@@ -231,6 +231,53 @@ HWY_INLINE hn::Vec<D> lookup_in_registers(D d, const float* codebook,
   }
 }
 
+// The 8-bit codes of elements [j, j + 32) (j a multiple of 32) as f32 on AVX-512, two vectors,
+// from the lower half codebook (odd about its middle, as above) split into the 16-bit halves
+// of its entries (`low`, `high`: 128 words each, four registers). One 32-word vector of codes,
+// arranged so that the two word interleaves at the end come out in element order, looks up
+// both halves at once: per 32 codes 4 two-register word permutes, 2 selects on bit 6, the sign
+// on the high halves and 2 interleaves, against 8 permutes and 6 selects for two f32 vectors.
+struct EightBitPair {
+  __m512i first, second;
+};
+
+HWY_INLINE EightBitPair lookup_8bit_pair(const std::uint16_t* low, const std::uint16_t* high,
+                                         const std::uint8_t* row, int j) {
+  // Word 8b + r holds element 4b + r and word 8b + 4 + r element 16 + 4b + r (b < 4, r < 4):
+  // the in-block interleaves of words 0-3 and 4-7 of each 128-bit block then give elements
+  // 0-15 and 16-31 in order.
+  static constexpr auto kOrder = [] {
+    struct Table {
+      alignas(64) std::uint16_t word[32];
+    } t{};
+    for (int b = 0; b < 4; ++b) {
+      for (int r = 0; r < 4; ++r) {
+        t.word[8 * b + r] = static_cast<std::uint16_t>(4 * b + r);
+        t.word[8 * b + 4 + r] = static_cast<std::uint16_t>(16 + 4 * b + r);
+      }
+    }
+    return t;
+  }();
+  const auto table = [](const std::uint16_t* words, int k) {
+    return _mm512_load_si512(words + 32 * k);
+  };
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+  const __m512i codes =
+      _mm512_permutexvar_epi16(_mm512_load_si512(kOrder.word), _mm512_cvtepu8_epi16(bytes));
+  const __m512i top_bit = _mm512_slli_epi16(codes, 8);  // code bit 7 at bit 15
+  const __m512i index = _mm512_xor_si512(codes, _mm512_srai_epi16(top_bit, 15));
+  const __mmask32 upper = _mm512_test_epi16_mask(index, _mm512_set1_epi16(64));
+  const __m512i low_half =
+      _mm512_mask_blend_epi16(upper, _mm512_permutex2var_epi16(table(low, 0), index, table(low, 1)),
+                              _mm512_permutex2var_epi16(table(low, 2), index, table(low, 3)));
+  const __m512i high_half = _mm512_xor_si512(
+      _mm512_mask_blend_epi16(upper,
+                              _mm512_permutex2var_epi16(table(high, 0), index, table(high, 1)),
+                              _mm512_permutex2var_epi16(table(high, 2), index, table(high, 3))),
+      _mm512_and_si512(top_bit, _mm512_set1_epi16(static_cast<short>(0x8000))));
+  return {_mm512_unpacklo_epi16(low_half, high_half), _mm512_unpackhi_epi16(low_half, high_half)};
+}
+
 #endif  // AVX-512
 
 // codebook[codes] for a codebook of 2^Bits entries. A codebook of at most two vectors of
@@ -307,6 +354,44 @@ struct CodeReader {
     return lookup_codes<Bits>(d, codebook, load_codes<Bits>(d, row, j));
   }
 };
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Two vectors of a row: elements [j, j + 16) and [j + 16, j + 32).
+template <class V>
+struct VectorPair {
+  V first, second;
+};
+
+// 8-bit codes on AVX-512: load() as every CodeReader (lookup_in_registers); pair() reads 32
+// codes at once from the lower half codebook split into 16-bit halves once per reader
+// (lookup_8bit_pair), for callers that take a row's vectors two by two.
+template <>
+struct CodeReader<8> {
+  explicit CodeReader(const float* codebook) : codebook(codebook) {
+    for (int i = 0; i < 128; ++i) {
+      const auto bits = std::bit_cast<std::uint32_t>(codebook[i]);
+      low[i] = static_cast<std::uint16_t>(bits);
+      high[i] = static_cast<std::uint16_t>(bits >> 16);
+    }
+  }
+  template <class D>
+  HWY_INLINE hn::Vec<D> load(D d, const std::uint8_t* row, int j) const {
+    return lookup_codes<8>(d, codebook, load_codes<8>(d, row, j));
+  }
+  // j a multiple of 32.
+  template <class D>
+  HWY_INLINE VectorPair<hn::Vec<D>> pair(D d, const std::uint8_t* row, int j) const {
+    static_assert(hn::MaxLanes(D()) == 16);
+    const EightBitPair words = lookup_8bit_pair(low, high, row, j);
+    const hn::RebindToSigned<D> di;
+    return {hn::BitCast(d, hn::Vec<decltype(di)>{words.first}),
+            hn::BitCast(d, hn::Vec<decltype(di)>{words.second})};
+  }
+  const float* codebook;
+  alignas(64) std::uint16_t low[128];
+  alignas(64) std::uint16_t high[128];
+};
+#endif
 
 }  // namespace turbodecode::attention::HWY_NAMESPACE::simd
 HWY_AFTER_NAMESPACE();
