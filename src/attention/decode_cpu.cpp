@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "attention/cache_rows.h"
@@ -321,7 +322,7 @@ void accumulate_values(const DecodeJob& job, const Tile& tile, ItemScratch& scra
   with_reader(job.v, [&](const auto& reader) {
     for (int b = 0; b < parts; ++b) {
       const int begin = b * part;
-      const RowsOfReader direct{reader, rows, begin};
+      const RowsOfReader<std::decay_t<decltype(reader)>> direct{reader, rows, begin};
       if (heads == 8) {
         float* o[8];
         for (int a = 0; a < 8; ++a) o[a] = scratch.active_o[a] + begin;

@@ -108,6 +108,25 @@ HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first)
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// Lane i of load_run_codes: the bytes to pick (byte (i·Bits)/8 and the next, then any byte of
+// the block above them) and the shift, (i·Bits) mod 8.
+template <int Lanes>
+struct RunPattern {
+  alignas(64) std::uint8_t pick[4 * Lanes];
+  alignas(64) std::uint32_t shift[Lanes];
+};
+
+template <int Bits, int Lanes>
+constexpr RunPattern<Lanes> run_pattern() {
+  RunPattern<Lanes> t{};
+  for (int i = 0; i < Lanes; ++i) {
+    const int first = i * Bits / 8;
+    for (int b = 0; b < 4; ++b) t.pick[4 * i + b] = static_cast<std::uint8_t>(first + (b > 0));
+    t.shift[i] = static_cast<std::uint32_t>(i * Bits % 8);
+  }
+  return t;
+}
+
 // The codes of elements [j, j + 8) (AVX2) or [j, j + 16) (AVX-512) of a 3-, 5- or 6-bit row as
 // i32 lanes: the run's Lanes(d)·Bits/8 bytes, and no byte beyond them, as two integers in
 // every 128-bit block; one in-block byte shuffle moves the two bytes code i starts in to the
@@ -130,20 +149,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t
     high = little_endian_bytes<kBytes - 8>(run + 8);
   }
   const auto bytes = hn::InterleaveLower(d64, hn::Set(d64, low), hn::Set(d64, high));
-  // Lane i: bytes (i·Bits)/8 and the next (any byte of the block above them), then a shift by
-  // (i·Bits) mod 8.
-  static constexpr auto kPattern = [] {
-    struct Table {
-      alignas(64) std::uint8_t pick[4 * kLanes];
-      alignas(64) std::uint32_t shift[kLanes];
-    } t{};
-    for (int i = 0; i < kLanes; ++i) {
-      const int first = i * Bits / 8;
-      for (int b = 0; b < 4; ++b) t.pick[4 * i + b] = static_cast<std::uint8_t>(first + (b > 0));
-      t.shift[i] = static_cast<std::uint32_t>(i * Bits % 8);
-    }
-    return t;
-  }();
+  static constexpr RunPattern<kLanes> kPattern = run_pattern<Bits, kLanes>();
   const auto pairs = hn::BitCast(du, hn::TableLookupBytes(hn::BitCast(d8, bytes),
                                                           hn::Load(d8, kPattern.pick)));
   const auto codes = hn::And(pairs >> hn::Load(du, kPattern.shift),
