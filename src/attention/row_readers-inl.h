@@ -243,11 +243,13 @@ HWY_INLINE hn::Vec<D> lookup_in_registers(D d, const float* codebook,
 // arranged so that the two word interleaves at the end come out in element order, looks up
 // both halves at once: per 32 codes 4 two-register word permutes, 2 selects on bit 6, the sign
 // on the high halves and 2 interleaves, against 8 permutes and 6 selects for two f32 vectors.
-struct EightBitPair {
-  __m512i first, second;
+// Two vectors of a row: elements [j, j + Lanes) and [j + Lanes, j + 2·Lanes).
+template <class V>
+struct VectorPair {
+  V first, second;
 };
 
-HWY_INLINE EightBitPair lookup_8bit_pair(const std::uint16_t* low, const std::uint16_t* high,
+HWY_INLINE VectorPair<__m512i> lookup_8bit_pair(const std::uint16_t* low, const std::uint16_t* high,
                                          const std::uint8_t* row, int j) {
   // Word 8b + r holds element 4b + r and word 8b + 4 + r element 16 + 4b + r (b < 4, r < 4):
   // the in-block interleaves of words 0-3 and 4-7 of each 128-bit block then give elements
@@ -362,22 +364,22 @@ struct CodeReader {
 };
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// Two vectors of a row: elements [j, j + 16) and [j + 16, j + 32).
-template <class V>
-struct VectorPair {
-  V first, second;
-};
-
 // 8-bit codes on AVX-512: load() as every CodeReader (lookup_in_registers); pair() reads 32
 // codes at once from the lower half codebook split into 16-bit halves once per reader
 // (lookup_8bit_pair), for callers that take a row's vectors two by two.
 template <>
 struct CodeReader<8> {
+  // A reader is made per tile and side: the split is a few vector instructions.
   explicit CodeReader(const float* codebook) : codebook(codebook) {
-    for (int i = 0; i < 128; ++i) {
-      const auto bits = std::bit_cast<std::uint32_t>(codebook[i]);
-      low[i] = static_cast<std::uint16_t>(bits);
-      high[i] = static_cast<std::uint16_t>(bits >> 16);
+    const auto halves = [codebook](int k, int shift) {
+      const __m512i a = _mm512_srli_epi32(_mm512_loadu_si512(codebook + 32 * k), shift);
+      const __m512i b = _mm512_srli_epi32(_mm512_loadu_si512(codebook + 32 * k + 16), shift);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(a)),
+                                _mm512_cvtepi32_epi16(b), 1);
+    };
+    for (int k = 0; k < 4; ++k) {
+      _mm512_store_si512(low + 32 * k, halves(k, 0));
+      _mm512_store_si512(high + 32 * k, halves(k, 16));
     }
   }
   template <class D>
@@ -388,7 +390,7 @@ struct CodeReader<8> {
   template <class D>
   HWY_INLINE VectorPair<hn::Vec<D>> pair(D d, const std::uint8_t* row, int j) const {
     static_assert(hn::MaxLanes(D()) == 16);
-    const EightBitPair words = lookup_8bit_pair(low, high, row, j);
+    const VectorPair<__m512i> words = lookup_8bit_pair(low, high, row, j);
     const hn::RebindToSigned<D> di;
     return {hn::BitCast(d, hn::Vec<decltype(di)>{words.first}),
             hn::BitCast(d, hn::Vec<decltype(di)>{words.second})};
