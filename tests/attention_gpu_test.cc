@@ -26,6 +26,8 @@
 
 #ifdef TURBODECODE_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/late_copy.h"
 #endif
 
 namespace turbodecode {
@@ -439,6 +441,53 @@ TEST(AttentionGpu, GraphReplayFollowsGrowingLengthsAndTables) {
         << "row " << i;
     if (!bad_run) {
       EXPECT_EQ(out, eager.output(i)) << "row " << i;
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(raw);
+}
+
+// The decode is a dependent launch: its blocks may start while the kernel before it runs, and
+// must read nothing before that kernel completes. Captured as one graph: a kernel that lets the
+// decode start at once and writes the decode's q only after 200 µs, then the decode. Reading q
+// early would give the outputs of the old q.
+TEST(AttentionGpu, DecodeReadsNothingBeforeTheKernelBeforeItCompletes) {
+  SKIP_WITHOUT_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, 256, 0);
+  const MirroredCache cache(config, seed);
+  DecodeOptions options;
+  options.n_heads = 4;
+  const DecodePlan plan = plan_decode(on_device(config, Device::cuda), options, 4);
+  const std::int64_t q_bytes = 4 * options.n_heads * config.head_dim * 4;
+  const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(q_bytes / 4), seed);
+  DeviceCall call(plan, q, {0, 1, 2, 3}, {100, 2000, 4000, 6000});
+  call.run(plan, cache.device_view());
+  std::vector<std::vector<float>> want;
+  for (std::int64_t i = 0; i < call.n; ++i) want.push_back(call.output(i));
+  const Buffer final_q = testing::to_device(Device::cuda, q);
+  const std::vector<float> old_q =
+      testing::gaussian(static_cast<std::size_t>(q_bytes / 4), seed + 1);
+
+  cudaStream_t raw = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&raw), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(raw, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  testing::launch_late_copy(call.q_buffer.data(), final_q.data(), q_bytes, 200, raw);
+  call.launch(plan, cache.device_view(), Stream{raw});
+  ASSERT_EQ(cudaStreamEndCapture(raw, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    call.q_buffer.copy_from_host(old_q.data(), q_bytes);
+    call.out_buffer.fill_bytes(0xFF);
+    ASSERT_EQ(cudaGraphLaunch(exec, raw), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(raw), cudaSuccess);
+    for (std::int64_t i = 0; i < call.n; ++i) {
+      EXPECT_EQ(call.output(i), want[static_cast<std::size_t>(i)])
+          << "replay " << replay << " row " << i;
     }
   }
   cudaGraphExecDestroy(exec);

@@ -26,7 +26,7 @@
 #include "attention/cuda/scores.cuh"
 #include "attention/cuda/values.cuh"
 #include "attention/cuda/work_list.cuh"
-#include "common/cuda/cuda_check.cuh"
+#include "common/cuda/dependent_launch.cuh"
 #include "common/cuda/pipeline_barriers.cuh"
 #include "common/cuda/shared_memory_opt_in.cuh"
 #include "common/cuda/warp.cuh"
@@ -380,12 +380,17 @@ __global__ void __launch_bounds__(kBlockThreads,
                                    s.stages};
   int* control = reinterpret_cast<int*>(shared + s.control_offset);
   const int thread = static_cast<int>(threadIdx.x);
+  // A dependent launch (dependent_launch.cuh): the next kernel's blocks may take SMs as this
+  // launch's blocks leave; this one starts (shared memory only) while the kernel before it
+  // finishes, and reads nothing before that kernel has completed.
+  allow_dependent_grids();
   if (thread == 0) {
     for (int stage = 0; stage < s.stages; ++stage) {
       mbarrier_init(barriers.full + stage, 32);                // every lane of the copy warp
       mbarrier_init(barriers.empty + stage, kComputeThreads);  // every compute thread
     }
   }
+  wait_for_prior_grids();
   RunPart* start_part = reinterpret_cast<RunPart*>(shared + s.control_offset + kControlWordBytes);
   if (thread < 32) {  // the block's share of the work list
     RunPart part{};
@@ -416,8 +421,8 @@ __global__ void __launch_bounds__(kBlockThreads,
 template <int D, int kColumns, RowFormat KF, RowFormat VF>
 void launch_decode(const DecodeParams& p, cudaStream_t stream) {
   constexpr int kSharedBytes = DecodeShape(D, kColumns, KF, VF).shared_bytes;
-  decode_kernel<D, kColumns, KF, VF><<<p.blocks, kBlockThreads, kSharedBytes, stream>>>(p);
-  TD_CUDA_CHECK_LAUNCH("decode_kernel");
+  launch_dependent(decode_kernel<D, kColumns, KF, VF>, p.blocks, kBlockThreads, kSharedBytes,
+                   stream, p);
 }
 
 template <int D, int kColumns, RowFormat KF, RowFormat VF>

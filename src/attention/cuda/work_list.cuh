@@ -75,31 +75,25 @@ static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int 
   RunPart r{};
   r.run = run;
   r.part = part;
-  const int first_row = run * p.query_tokens;
-  const QueryRow first = query_row(p, first_row);
-  bool valid = first.valid;
-  for (int t = 1; t < p.query_tokens; ++t) {
-    const QueryRow row = query_row(p, first_row + t);
-    valid = valid && row.valid && row.slot == first.slot;
-  }
-  r.slot = first.slot;
-  if (!valid) {
-    r.valid = false;
-    r.items = part == 0 ? 1 : 0;
-    return r;
-  }
-  r.valid = true;
+  // One pass over the rows (one copy of query_row's code, which runs cold at the launch's
+  // start): their validity, their chunk sizes and each part's union of visible positions.
   // The rows' visible counts move one way along the run (with the position, or against it on
   // a shard whose end the run lies beyond), so the rows with the first chunk size are a
   // prefix. A third size cannot occur (the plan's thresholds lie further apart than a run is
   // long); the run would be written as NaN.
-  const std::int64_t first_chunk_size = row_chunk(p, first.window);
+  const int first_row = run * p.query_tokens;
+  bool valid = true, third_size = false;
   int split = p.query_tokens;
-  bool third_size = false;
-  std::int64_t later_size = 0;
-  for (int t = 1; t < p.query_tokens; ++t) {
-    const std::int64_t c = row_chunk(p, query_row(p, first_row + t).window);
-    if (c != first_chunk_size) {
+  std::int64_t first_size = 0, later_size = 0;
+  std::int64_t lo0 = INT64_MAX, hi0 = -1, lo1 = INT64_MAX, hi1 = -1;  // each part's union
+  for (int t = 0; t < p.query_tokens; ++t) {
+    const QueryRow row = query_row(p, first_row + t);
+    if (t == 0) r.slot = row.slot;
+    valid = valid && row.valid && row.slot == r.slot;
+    const std::int64_t c = row_chunk(p, row.window);
+    if (t == 0) {
+      first_size = c;
+    } else if (c != first_size) {
       if (split == p.query_tokens) {
         split = t;
         later_size = c;
@@ -107,27 +101,27 @@ static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int 
         third_size = third_size || c != later_size;
       }
     }
+    if (row.window.visible() == 0) continue;
+    std::int64_t& lo = t < split ? lo0 : lo1;
+    std::int64_t& hi = t < split ? hi0 : hi1;
+    lo = row.window.first_position() < lo ? row.window.first_position() : lo;
+    hi = row.window.last_position() > hi ? row.window.last_position() : hi;
   }
-  if (third_size) {
+  if (!valid || third_size) {
     r.valid = false;
     r.items = part == 0 ? 1 : 0;
     return r;
   }
+  r.valid = true;
   r.first_token = part == 0 ? 0 : split;
   r.tokens = part == 0 ? split : p.query_tokens - split;
   if (r.tokens == 0) {
     r.items = 0;
     return r;
   }
-  r.chunk = part == 0 ? first_chunk_size : later_size;
-  r.lo = INT64_MAX;
-  r.hi = -1;
-  for (int t = 0; t < r.tokens; ++t) {
-    const attention::Window w = query_row(p, first_row + r.first_token + t).window;
-    if (w.visible() == 0) continue;
-    r.lo = w.first_position() < r.lo ? w.first_position() : r.lo;
-    r.hi = w.last_position() > r.hi ? w.last_position() : r.hi;
-  }
+  r.chunk = part == 0 ? first_size : later_size;
+  r.lo = part == 0 ? lo0 : lo1;
+  r.hi = part == 0 ? hi0 : hi1;
   r.column_chunks = (r.tokens * p.group + p.columns - 1) / p.columns;
   if (r.hi < r.lo) {  // no row sees any of the shard's positions: one empty chunk, a nominal tile
     r.lo = 0;
