@@ -279,6 +279,46 @@ TEST(AttentionGpu, RowsAreBitwiseTheSameAloneInRunsAndInBatches) {
   }
 }
 
+// A row's last merge runs in whichever block finishes its last chunk: a block with more of its
+// share to stream folds the states from L2, one that has finished its share first stages them
+// in its free pipeline stages (chunk_merge.cuh). Rows of four query heads per KV head (a warp
+// folds each column alone) alone, where every block holds one chunk, and inside a batch whose
+// chunks are several times the device's blocks, where most rows merge in a block that still
+// streams, give the same bits. Lengths of 2100 to 4000 positions (17 to 32 chunks) fill three
+// or four quarters of a merge group, so the order in which the quarter sums meet shows.
+TEST(AttentionGpu, RowsAreBitwiseTheSameWhicheverBlockMergesThem) {
+  SKIP_WITHOUT_GPU();
+  for (const int head_dim : {256, 512}) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("D=" + std::to_string(head_dim) + " seed=" + std::to_string(seed));
+    KvCacheConfig config = long_config(RowFormat::f16, RowFormat::tq8, head_dim, 0);
+    config.n_kv_heads = 1;
+    config.capacity = 4096;
+    const MirroredCache cache(config, seed);
+    DecodeOptions options;
+    options.n_heads = 4;
+    const std::int64_t n = 512;
+    std::vector<std::int32_t> slots, positions;
+    for (std::int64_t i = 0; i < n; ++i) {
+      slots.push_back(static_cast<std::int32_t>(i % config.slots));
+      positions.push_back(static_cast<std::int32_t>(2100 + i * 37 % 1900));
+    }
+    const DecodePlan plan = plan_decode(on_device(config, Device::cuda), options, n);
+    ASSERT_GT(n * (2100 / plan.chunk_positions(2100)), 4 * plan.device_blocks);
+    const std::int64_t row = options.n_heads * head_dim;
+    const std::vector<float> q = testing::gaussian(static_cast<std::size_t>(n * row), seed);
+    DeviceCall batch(plan, q, slots, positions);
+    batch.run(plan, cache.device_view());
+    const DecodePlan alone_plan = plan_decode(on_device(config, Device::cuda), options, 1);
+    for (std::int64_t i = 0; i < n; i += 7) {
+      const std::vector<float> q_row(q.begin() + i * row, q.begin() + (i + 1) * row);
+      DeviceCall alone(alone_plan, q_row, {slots[i]}, {positions[i]});
+      alone.run(alone_plan, cache.device_view());
+      EXPECT_EQ(alone.output(0), batch.output(i)) << "row " << i;
+    }
+  }
+}
+
 // Byte address of element (i, j, k) of a view's first three dimensions.
 char* element_address(const TensorView& view, std::int64_t i, std::int64_t j, std::int64_t k) {
   return static_cast<char*>(view.data) +

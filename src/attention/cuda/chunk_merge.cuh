@@ -2,8 +2,9 @@
 // that finish last. Chunk states merge in two levels: the chunks of a row in one group of
 // kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
 // chunk is done, and a task's group states into the output when its last group is done (a task
-// of one group goes straight to the output). Both levels are the same fold (fold_states), by
-// all compute warps, one query column at a time. The tree and the orders depend only on a row's
+// of one group goes straight to the output). Both levels are the same fold (fold_states, or
+// fold_staged by a block that has nothing more to stream), by all compute warps one query column
+// at a time or by each warp for its own columns. The tree and the orders depend only on a row's
 // own chunks, so a row's bits do not depend on the batch, the columns beside it, or which block
 // merges it.
 #pragma once
@@ -17,6 +18,7 @@
 #include "attention/cuda/decode_shape.h"
 #include "attention/cuda/work_list.cuh"
 #include "attention/state.h"
+#include "common/cuda/cp_async.cuh"
 #include "common/cuda/warp.cuh"
 #include "tq/cuda/warp_row.cuh"
 
@@ -38,6 +40,19 @@ __device__ __forceinline__ float part_weight(float held, const float2* ml, int k
                                              int first_index, float m) {
   if (k < 32) return __shfl_sync(0xffffffffu, held, (first_index + k) % 32);
   return attention::merge_weight(__ldcg(ml + k * stride).x, m);
+}
+
+// sum += w · row, for lane l's elements [l·D/32, (l + 1)·D/32) of a part's O row.
+template <int D>
+__device__ __forceinline__ void add_weighted(const float4 (&row)[D / 128], float w,
+                                             float (&sum)[D / 32]) {
+#pragma unroll
+  for (int v = 0; v < D / 128; ++v) {
+    sum[4 * v] = fmaf(row[v].x, w, sum[4 * v]);
+    sum[4 * v + 1] = fmaf(row[v].y, w, sum[4 * v + 1]);
+    sum[4 * v + 2] = fmaf(row[v].z, w, sum[4 * v + 2]);
+    sum[4 * v + 3] = fmaf(row[v].w, w, sum[4 * v + 3]);
+  }
 }
 
 // The O rows of quarter `quarter` of a fold's parts (those whose absolute index mod 32 lies in
@@ -70,56 +85,63 @@ __device__ __forceinline__ void quarter_sum(const float2* ml, const float* o, in
         if (k < 0 || k >= count) continue;
         const float w = part_weight(held, ml, k, stride, first_index, m);
         if (w == 0.0f) continue;  // saw nothing: contributes exactly nothing
-#pragma unroll
-        for (int v = 0; v < E / 4; ++v) {
-          sum[4 * v] = fmaf(rows[j][v].x, w, sum[4 * v]);
-          sum[4 * v + 1] = fmaf(rows[j][v].y, w, sum[4 * v + 1]);
-          sum[4 * v + 2] = fmaf(rows[j][v].z, w, sum[4 * v + 2]);
-          sum[4 * v + 3] = fmaf(rows[j][v].w, w, sum[4 * v + 3]);
-        }
+        add_weighted<D>(rows[j], w, sum);
       }
     }
   }
 }
 
+// The scalars of a fold of `count` parts (m, l at ml[k · stride], part k having absolute index
+// first_index + k): the max of the maxima, l summed with weights exp(m_k − m) (parts that saw
+// nothing skipped), and `held`, the weight of this lane's first part (lane (index mod 32) loads
+// its parts' (m, l) once and adds its share of l in index order; the shares meet in a fixed tree).
+struct FoldScalars {
+  float m, l, held;
+};
+
+__device__ __forceinline__ FoldScalars fold_scalars(const float2* ml, int count, int stride,
+                                                    int first_index, int lane) {
+  const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
+  const float2 first_part = own < count ? __ldcg(ml + own * stride) : make_float2(-INFINITY, 0.0f);
+  float m = fmaxf(-INFINITY, first_part.x);
+  for (int k = own + 32; k < count; k += 32) m = fmaxf(m, __ldcg(ml + k * stride).x);
+  m = warp_max(m);
+  const float held = attention::merge_weight(first_part.x, m);
+  float share = own < count ? fmaf(first_part.y, held, 0.0f) : 0.0f;
+  for (int k = own + 32; k < count; k += 32) {
+    const float2 part = __ldcg(ml + k * stride);
+    share = fmaf(part.y, attention::merge_weight(part.x, m), share);
+  }
+  return {m, warp_sum(share), held};
+}
+
 // Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
-// absolute index first_index + k (a chunk or a group number): the max of the maxima, then l
-// and O summed with weights exp(m_k − m), parts that saw nothing skipped. Lane (index mod 32)
-// loads its parts' (m, l) once and adds its share of l in index order, the lanes' shares then
-// meet in a fixed tree. O is the sum of the four quarters' sums (quarter_sum), added as
-// q0 + (q1 + (q2 + q3)). `warp` < 0: this warp folds alone; else the kComputeWarps compute
-// warps fold together, warp w summing quarter w, the sums meeting in `row` (D floats of shared
-// memory) between calls of `sync` (every compute warp's barrier), and warp 0 holds the result.
-// Either way the same operations in the same order: every order depends on the absolute indices
-// alone, so a part that saw nothing changes no bit wherever it sits and whoever folds. Reads
-// through L2 (.cg): other SMs wrote the states in this launch.
+// absolute index first_index + k (a chunk or a group number): fold_scalars, then O as the sum
+// of the four quarters' sums (quarter_sum), added as q0 + (q1 + (q2 + q3)). `warp` < 0: this
+// warp folds alone; else the kComputeWarps compute warps fold together, warp w summing quarter
+// w, the sums meeting in `row` (D floats of shared memory) between calls of `sync` (every
+// compute warp's barrier), and warp 0 holds the result. Either way the same operations in the
+// same order: every order depends on the absolute indices alone, so a part that saw nothing
+// changes no bit wherever it sits and whoever folds. Reads through L2 (.cg): other SMs wrote
+// the states in this launch.
 template <int D, class Sync>
 __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
                                                     int stride, int first_index, int warp,
                                                     int lane, float* row, Sync sync) {
   static_assert(kComputeWarps == 4, "a compute warp per quarter of the 32 indices of a group");
   constexpr int E = D / 32;
-  const int own = (lane - first_index % 32 + 32) % 32;  // this lane's first part
-  const float2 first_part = own < count ? __ldcg(ml + own * stride) : make_float2(-INFINITY, 0.0f);
+  const FoldScalars f = fold_scalars(ml, count, stride, first_index, lane);
   WarpState<D> s;
-  s.m = fmaxf(s.m, first_part.x);
-  for (int k = own + 32; k < count; k += 32) s.m = fmaxf(s.m, __ldcg(ml + k * stride).x);
-  s.m = warp_max(s.m);
-  const float held = attention::merge_weight(first_part.x, s.m);
-  float share = own < count ? fmaf(first_part.y, held, 0.0f) : 0.0f;
-  for (int k = own + 32; k < count; k += 32) {
-    const float2 part = __ldcg(ml + k * stride);
-    share = fmaf(part.y, attention::merge_weight(part.x, s.m), share);
-  }
-  s.l = warp_sum(share);
+  s.m = f.m;
+  s.l = f.l;
   const bool alone = warp < 0;
   float mine[E] = {};
-  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, s.m, held, lane, mine);
+  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, f.m, f.held, lane, mine);
   for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
     if (alone) {
 #pragma unroll
       for (int e = 0; e < E; ++e) mine[e] = 0.0f;
-      quarter_sum<D>(ml, o, count, stride, first_index, quarter, s.m, held, lane, mine);
+      quarter_sum<D>(ml, o, count, stride, first_index, quarter, f.m, f.held, lane, mine);
     }
     if (alone || quarter == warp) {
 #pragma unroll
@@ -137,6 +159,72 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   if (!alone) {
 #pragma unroll
     for (int e = 0; e < E; ++e) s.o[e] = mine[e];  // warp 0's: the whole sum
+  }
+  return s;
+}
+
+// Parts [first, first + batch) of a fold's O rows (row k at o + k · stride · D) into shared
+// memory `rows` (D floats apart), by the warp's lanes, with 16-byte cp.async through L2 (other
+// SMs wrote the rows in this launch); one committed group.
+template <int D>
+__device__ __forceinline__ void stage_rows(float* rows, const float* o, int first, int batch,
+                                           int stride, int lane) {
+  constexpr int kPieces = D / 4;  // 16-byte pieces of a row
+  for (int i = lane; i < batch * kPieces; i += 32) {
+    const int k = first + i / kPieces;
+    const int piece = i % kPieces;
+    copy_async_16(rows + (k - first) * D + piece * 4,
+                  o + static_cast<std::int64_t>(k) * stride * D + piece * 4, 16);
+  }
+  commit_copies();
+}
+
+// fold_states for a warp that folds alone in a block whose pipeline stages are free (its share
+// is done): the parts' O rows are first copied into the warp's own shared memory (`rows`, room
+// for `capacity` rows of D floats), as many as fit at once, so the fold waits for one round trip
+// to L2 per batch instead of one per two rows. The four quarter sums grow side by side, each in
+// index order, and meet as q0 + (q1 + (q2 + q3)): the same operations in the same order as
+// fold_states, so the same bits.
+template <int D>
+__device__ __forceinline__ WarpState<D> fold_staged(const float2* ml, const float* o, int count,
+                                                    int stride, int first_index, int lane,
+                                                    float* rows, int capacity) {
+  constexpr int E = D / 32;
+  constexpr int kQuarters = kComputeWarps;
+  FoldScalars f{};
+  float sums[kQuarters][E] = {};
+  for (int first = 0; first < count; first += capacity) {
+    const int batch = count - first < capacity ? count - first : capacity;
+    stage_rows<D>(rows, o, first, batch, stride, lane);
+    if (first == 0) f = fold_scalars(ml, count, stride, first_index, lane);  // while rows fly
+    wait_copies<0>();
+    __syncwarp();
+    for (int k = first; k < first + batch; ++k) {
+      const float w = part_weight(f.held, ml, k, stride, first_index, f.m);
+      if (w == 0.0f) continue;  // saw nothing: contributes exactly nothing
+      float4 part_row[D / 128];
+      const float4* staged = reinterpret_cast<const float4*>(rows + (k - first) * D + lane * E);
+#pragma unroll
+      for (int v = 0; v < D / 128; ++v) part_row[v] = staged[v];
+      const int quarter = (first_index + k) % 32 / 8;
+#pragma unroll
+      for (int q = 0; q < kQuarters; ++q) {
+        if (q == quarter) add_weighted<D>(part_row, w, sums[q]);
+      }
+    }
+    __syncwarp();  // every lane is done with the batch before the next one lands
+  }
+  WarpState<D> s;
+  s.m = f.m;
+  s.l = f.l;
+#pragma unroll
+  for (int quarter = kQuarters - 1; quarter >= 0; --quarter) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      float mine = sums[quarter][e];
+      if (quarter < kQuarters - 1) mine += s.o[e];
+      s.o[e] = mine;
+    }
   }
   return s;
 }

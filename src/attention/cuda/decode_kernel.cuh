@@ -217,12 +217,32 @@ struct DecodeBlock {
     shares.reset();
   }
 
+  // The fold of `count` parts of a column (fold_states; fold_warp as there). kStagesFree: the
+  // block's share is done and its pipeline stages hold nothing more: a warp that folds alone
+  // stages its rows through a quarter of them (fold_staged).
+  template <bool kStagesFree>
+  __device__ __forceinline__ WarpState<D> fold(const float2* ml, const float* o, int count,
+                                               int first_index, int fold_warp) const {
+    if constexpr (kStagesFree) {
+      constexpr int kWarpRows = s.stages * s.stage_bytes / (D * 4) / kComputeWarps;
+      static_assert(kWarpRows >= 1, "a staged row for each warp");
+      if (fold_warp < 0) {
+        return fold_staged<D>(ml, o, count, kColumns, first_index, lane,
+                              reinterpret_cast<float*>(shared) + warp * kWarpRows * D, kWarpRows);
+      }
+    }
+    return fold_states<D>(ml, o, count, kColumns, first_index, fold_warp, lane, merge_row(),
+                          [] { compute_warps_sync(); });
+  }
+
   // Counts `done` chunks of the group of chunk `item` (the block's last of that group in this
   // task) as finished and, in the block that finishes the group, merges it; in the block that
   // finishes the task's last group, merges the groups into the output. Not inlined: the merge's
-  // registers would otherwise count against the tile loop's, which then spills.
-  __device__ __noinline__ void finish_group(const RunPart& part, const WorkItem& item, std::int64_t task,
-                               int done, int columns_here) const {
+  // registers would otherwise count against the tile loop's, which then spills. kStagesFree:
+  // the block's last group, after which it has nothing more to stream.
+  template <bool kStagesFree>
+  __device__ __noinline__ void finish_group(const RunPart& part, const WorkItem& item,
+                                            std::int64_t task, int done, int columns_here) const {
     compute_warps_sync();  // every thread's state writes, before the count (fence in arrive)
     const std::int64_t chunk = part.first_chunk + item.chunk_index;
     const std::int64_t first_group = part.first_chunk / kMergeGroup;
@@ -247,9 +267,8 @@ struct DecodeBlock {
     const int fold_warp = together ? warp : -1;
     for (int c = together ? 0 : warp; c < columns_here; c += together ? 1 : kComputeWarps) {
       const WarpState<D> merged =
-          fold_states<D>(p.state_ml + first_state + c, p.state_o + (first_state + c) * D,
-                         group_chunks, kColumns, static_cast<int>(group_first % 32), fold_warp,
-                         lane, merge_row(), [] { compute_warps_sync(); });
+          fold<kStagesFree>(p.state_ml + first_state + c, p.state_o + (first_state + c) * D,
+                            group_chunks, static_cast<int>(group_first % 32), fold_warp);
       if (fold_warp > 0) continue;
       // A task of one group is done: folding its one group state again would change no bit.
       if (groups == 1) {
@@ -267,9 +286,8 @@ struct DecodeBlock {
     const std::int64_t task_state = task * p.task_groups * kColumns;
     for (int c = together ? 0 : warp; c < columns_here; c += together ? 1 : kComputeWarps) {
       const WarpState<D> merged =
-          fold_states<D>(p.group_ml + task_state + c, p.group_o + (task_state + c) * D, groups,
-                         kColumns, static_cast<int>(first_group % 32), fold_warp, lane,
-                         merge_row(), [] { compute_warps_sync(); });
+          fold<kStagesFree>(p.group_ml + task_state + c, p.group_o + (task_state + c) * D,
+                            groups, static_cast<int>(first_group % 32), fold_warp);
       if (fold_warp <= 0) write_output<D>(p, column_target(p, part, item, c), merged, lane);
     }
   }
@@ -352,8 +370,12 @@ struct DecodeBlock {
         // The block counts its chunks of a group once, when it leaves the group.
         ++group_done;
         const std::int64_t chunk = part.first_chunk + item.chunk_index;
+        if (n + 1 == task_items && task_items == count) {  // the share's last chunk
+          finish_group<true>(part, item, task, group_done, columns_here);
+          return;
+        }
         if (n + 1 == task_items || (chunk + 1) % kMergeGroup == 0) {
-          finish_group(part, item, task, group_done, columns_here);
+          finish_group<false>(part, item, task, group_done, columns_here);
           group_done = 0;
         }
       }
