@@ -115,15 +115,33 @@ __device__ __forceinline__ FoldScalars fold_scalars(const float2* ml, int count,
   return {m, warp_sum(share), held};
 }
 
+// Adds the compute warps' quarter sums (warp w holding quarter w's in `mine`) as
+// q0 + (q1 + (q2 + q3)), through `row` (D floats of shared memory) between calls of `sync`;
+// warp 0's `mine` ends as the whole sum.
+template <int D, class Sync>
+__device__ __forceinline__ void add_quarters(float (&mine)[D / 32], int warp, int lane, float* row,
+                                             Sync sync) {
+  constexpr int E = D / 32;
+  for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
+    if (quarter == warp) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        if (quarter < kComputeWarps - 1) mine[e] += row[lane * E + e];
+        if (quarter > 0) row[lane * E + e] = mine[e];
+      }
+    }
+    sync();
+  }
+}
+
 // Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
 // absolute index first_index + k (a chunk or a group number): fold_scalars, then O as the sum
 // of the four quarters' sums (quarter_sum), added as q0 + (q1 + (q2 + q3)). `warp` < 0: this
 // warp folds alone; else the kComputeWarps compute warps fold together, warp w summing quarter
-// w, the sums meeting in `row` (D floats of shared memory) between calls of `sync` (every
-// compute warp's barrier), and warp 0 holds the result. Either way the same operations in the
-// same order: every order depends on the absolute indices alone, so a part that saw nothing
-// changes no bit wherever it sits and whoever folds. Reads through L2 (.cg): other SMs wrote
-// the states in this launch.
+// w (add_quarters), and warp 0 holds the result. Either way the same operations in the same
+// order: every order depends on the absolute indices alone, so a part that saw nothing changes
+// no bit wherever it sits and whoever folds. Reads through L2 (.cg): other SMs wrote the states
+// in this launch.
 template <int D, class Sync>
 __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const float* o, int count,
                                                     int stride, int first_index, int warp,
@@ -134,31 +152,23 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
   WarpState<D> s;
   s.m = f.m;
   s.l = f.l;
-  const bool alone = warp < 0;
   float mine[E] = {};
-  if (!alone) quarter_sum<D>(ml, o, count, stride, first_index, warp, f.m, f.held, lane, mine);
-  for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
-    if (alone) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) mine[e] = 0.0f;
-      quarter_sum<D>(ml, o, count, stride, first_index, quarter, f.m, f.held, lane, mine);
-    }
-    if (alone || quarter == warp) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        if (quarter < kComputeWarps - 1) mine[e] += alone ? s.o[e] : row[lane * E + e];
-        if (alone) {
-          s.o[e] = mine[e];
-        } else if (quarter > 0) {
-          row[lane * E + e] = mine[e];
-        }
-      }
-    }
-    if (!alone) sync();
-  }
-  if (!alone) {
+  if (warp >= 0) {
+    quarter_sum<D>(ml, o, count, stride, first_index, warp, f.m, f.held, lane, mine);
+    add_quarters<D>(mine, warp, lane, row, sync);
 #pragma unroll
     for (int e = 0; e < E; ++e) s.o[e] = mine[e];  // warp 0's: the whole sum
+    return s;
+  }
+  for (int quarter = kComputeWarps - 1; quarter >= 0; --quarter) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) mine[e] = 0.0f;
+    quarter_sum<D>(ml, o, count, stride, first_index, quarter, f.m, f.held, lane, mine);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (quarter < kComputeWarps - 1) mine[e] += s.o[e];
+      s.o[e] = mine[e];
+    }
   }
   return s;
 }
