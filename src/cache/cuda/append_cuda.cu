@@ -1,12 +1,13 @@
 // CUDA backend of append_kv (SPEC §1.3, §1.7): one launch for every (token, KV head) of the
-// batch. The grid is one wave of resident blocks; each warp takes (token, head) rows with a
-// grid stride and writes each one's V row, then its K row, converting to F16 or encoding to
-// FP8 or TurboQuant-HB codes as the cache's formats say. A warp loads its next row while it
+// batch. The grid is one wave of resident blocks; each warp takes an equal range of consecutive
+// (token, head) rows and writes each one's V row, then its K row, converting to F16 or encoding
+// to FP8 or TurboQuant-HB codes as the cache's formats say. A warp loads its next row while it
 // writes the current one: encoding is a long dependent chain (butterflies, shuffles, a norm),
 // so without that too few loads are in flight to stream at bandwidth; alternating V and K rows
 // keeps the memory traffic and the arithmetic of every warp interleaved. A block builds its
-// code bucket tables once, while its warps' first rows load. A paged cache adds one dependent
-// load per row, its block table entry, issued while the row before is written.
+// code bucket tables once, while its warps' first rows load. The rows of a range are the heads
+// of few tokens, so a token's slot, position and (paged cache) block table entry are loaded
+// once for all its heads, while the row before is written.
 #include "cache/cuda/append_cuda.h"
 #include "cache/row_location.h"
 #include "common/cuda/cuda_check.cuh"
@@ -26,8 +27,7 @@ constexpr int kThreads = kWarps * warp_row::kLanes;
 // (-Xptxas -v); left to itself the compiler may take a few more registers and lose a block.
 template <int D, bool kWide>
 inline constexpr int kMinBlocksPerSm = D == 256 ? 4 : (kWide ? 2 : 3);
-// Row indices are 32-bit with room for a grid stride past the last; no device holds the inputs
-// of this many rows.
+// Row indices are 32-bit; no device holds the inputs of this many rows.
 constexpr std::int64_t kMaxRows = std::int64_t{1} << 29;
 
 // An input k or v tensor [tokens, n_kv_heads, D]; strides in bytes.
@@ -94,12 +94,16 @@ struct RowTarget {
   int logical, block;
 };
 
-__device__ __forceinline__ RowTarget locate(const AppendLaunch& p, int row) {
+__device__ __forceinline__ void load_indices(const AppendLaunch& p, RowTarget& t) {
+  t.slot = p.slot_ids[t.token * p.slot_id_stride];
+  t.position = p.positions[t.token * p.position_stride];
+}
+
+__device__ __forceinline__ RowTarget first_target(const AppendLaunch& p, int row) {
   RowTarget t;
   t.token = row / p.n_kv_heads;
   t.head = row % p.n_kv_heads;
-  t.slot = p.slot_ids[t.token * p.slot_id_stride];
-  t.position = p.positions[t.token * p.position_stride];
+  load_indices(p, t);
   return t;
 }
 
@@ -109,6 +113,16 @@ __device__ __forceinline__ void find_block(const AppendLaunch& p, RowTarget& t) 
   const std::int64_t logical = p.addressing.logical_row(t.position);
   t.logical = static_cast<int>(logical);
   t.block = static_cast<int>(p.addressing.block_of(t.slot, logical));
+}
+
+// The row after t: the next head of the same token, whose slot, position and block it keeps,
+// or head 0 of the next token, whose indices it loads (true: its block is still to be found).
+__device__ __forceinline__ bool step(const AppendLaunch& p, RowTarget& t) {
+  if (++t.head < p.n_kv_heads) return false;
+  t.head = 0;
+  ++t.token;
+  load_indices(p, t);
+  return true;
 }
 
 // The lane's share of one input row, loaded ahead of its use (warp_row::load_lane_words): D/32
@@ -156,13 +170,21 @@ __device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget
   }
 }
 
-// A warp's rows are first, first + warps, ...; for each it writes the V row, then the K row.
-// The next row's V input is loaded before the current V row is written, its K input before
-// the current K row is written: two loads in flight while the warp computes, and three rows of
-// words live, not four.
+// The grid's warps split the rows evenly: warp g takes `per_warp` rows, one more if g < `extra`,
+// after those of the warps before it.
+struct WarpRanges {
+  int per_warp, extra;
+
+  __device__ int begin(int warp) const { return warp * per_warp + min(warp, extra); }
+};
+
+// Each warp writes its range of rows; for each, the V row, then the K row. The next row's V
+// input is loaded before the current V row is written, its K input before the current K row is
+// written: two loads in flight while the warp computes, and three rows of words live, not four.
+// A new token's block table entry is loaded after the V row is written.
 template <int D, bool kWide>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
-    append_kv_kernel(const AppendLaunch p) {
+    append_kv_kernel(const AppendLaunch p, const WarpRanges ranges) {
   __shared__ code_buckets::CodeBucket buckets[kParts][code_buckets::kMaxBuckets];
   __shared__ __align__(16) float scratch[kWarps][D];
   // A dependent launch (dependent_launch.cuh): nothing is read before the kernel before it
@@ -171,13 +193,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
   wait_for_prior_grids();
   const int warp = static_cast<int>(threadIdx.x) / warp_row::kLanes;
   const int lane = static_cast<int>(threadIdx.x) % warp_row::kLanes;
-  const int warps = static_cast<int>(gridDim.x) * kWarps;
-  const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const int grid_warp = static_cast<int>(blockIdx.x) * kWarps + warp;
+  const int begin = ranges.begin(grid_warp);
+  const int end = ranges.begin(grid_warp + 1);
   const unsigned signs = warp_row::lane_sign_bits<D>(lane);
   RowTarget next{};
   LaneWords<D, kWide> v_next{}, k_next{};
-  if (first < p.rows) {
-    next = locate(p, first);
+  if (begin < end) {
+    next = first_target(p, begin);
     v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
     k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
   }
@@ -187,20 +210,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
   if (p.v_cache.encoding.kind == RowKind::tq) {
     tq_tables::fill_code_buckets(p.v_cache.encoding.bits, buckets[1]);
   }
-  if (first < p.rows) find_block(p, next);
+  if (begin < end) find_block(p, next);
   __syncthreads();
-  for (int row = first; row < p.rows; row += warps) {
-    const bool more = row + warps < p.rows;
+  for (int row = begin; row < end; ++row) {
+    const bool more = row + 1 < end;
     const RowTarget target = next;
     const StorageRow at = storage_row(p.addressing.locate_in_block(target.block, target.logical));
-    if (more) next = locate(p, row + warps);
+    const bool new_token = more && step(p, next);
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
     if (at.block >= 0) {
       write_row<D>(p, target, at, v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane,
                    signs);
     }
-    if (more) find_block(p, next);
+    if (new_token) find_block(p, next);
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
     if (at.block >= 0) {
@@ -246,8 +269,11 @@ void launch_append(const AppendLaunch& p, cudaStream_t stream) {
   }();
   const std::int64_t wanted = (std::int64_t{p.rows} + kWarps - 1) / kWarps;
   const std::int64_t wave = std::int64_t{resident_per_sm} * sm_count();
-  const auto blocks = static_cast<unsigned>(wanted < wave ? wanted : wave);
-  launch_dependent(append_kv_kernel<D, kWide>, blocks, kThreads, 0, stream, p);
+  const int blocks = static_cast<int>(wanted < wave ? wanted : wave);
+  const int warps = blocks * kWarps;
+  const WarpRanges ranges{p.rows / warps, p.rows % warps};
+  launch_dependent(append_kv_kernel<D, kWide>, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                   p, ranges);
 }
 
 template <int D>
