@@ -134,6 +134,15 @@ __device__ __forceinline__ void add_quarters(float (&mine)[D / 32], int warp, in
   }
 }
 
+// One step of a warp's sums meeting as q0 + (q1 + (q2 + q3)), taken from quarter 3 down:
+// o ← q + o (o ← q for quarter 3).
+template <int D>
+__device__ __forceinline__ void meet_quarter(const float (&q)[D / 32], int quarter,
+                                             float (&o)[D / 32]) {
+#pragma unroll
+  for (int e = 0; e < D / 32; ++e) o[e] = quarter < kComputeWarps - 1 ? q[e] + o[e] : q[e];
+}
+
 // Folds `count` parts (m, l at ml[k · stride], O rows at o + k · stride · D), part k having
 // absolute index first_index + k (a chunk or a group number): fold_scalars, then O as the sum
 // of the four quarters' sums (quarter_sum), added as q0 + (q1 + (q2 + q3)). `warp` < 0: this
@@ -164,11 +173,7 @@ __device__ __forceinline__ WarpState<D> fold_states(const float2* ml, const floa
 #pragma unroll
     for (int e = 0; e < E; ++e) mine[e] = 0.0f;
     quarter_sum<D>(ml, o, count, stride, first_index, quarter, f.m, f.held, lane, mine);
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      if (quarter < kComputeWarps - 1) mine[e] += s.o[e];
-      s.o[e] = mine[e];
-    }
+    meet_quarter<D>(mine, quarter, s.o);
   }
   return s;
 }
@@ -229,12 +234,7 @@ __device__ __forceinline__ WarpState<D> fold_staged(const float2* ml, const floa
   s.l = f.l;
 #pragma unroll
   for (int quarter = kQuarters - 1; quarter >= 0; --quarter) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      float mine = sums[quarter][e];
-      if (quarter < kQuarters - 1) mine += s.o[e];
-      s.o[e] = mine;
-    }
+    meet_quarter<D>(sums[quarter], quarter, s.o);
   }
   return s;
 }
