@@ -66,62 +66,72 @@ struct RunPart {
   }
 };
 
-// Describes part `part` of run `run`. A run whose rows disagree on the slot, or name an index
-// the cache cannot hold, is invalid (its rows become NaN: only possible while a graph replays,
-// since the host checks indices otherwise).
-// Not inlined: called once per part, it would otherwise lend its registers' pressure to the
-// loops that call it.
-static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int run, int part) {
-  RunPart r{};
-  r.run = run;
-  r.part = part;
-  // One pass over the rows (one copy of query_row's code, which runs cold at the launch's
-  // start): their validity, their chunk sizes and each part's union of visible positions.
-  // The rows' visible counts move one way along the run (with the position, or against it on
-  // a shard whose end the run lies beyond), so the rows with the first chunk size are a
-  // prefix. A third size cannot occur (the plan's thresholds lie further apart than a run is
-  // long); the run would be written as NaN.
+// One pass over a run's rows (one copy of query_row's code, which runs cold at the launch's
+// start): their validity, their chunk sizes and each part's union of visible positions. The
+// rows' visible counts move one way along the run (with the position, or against it on a shard
+// whose end the run lies beyond), so the rows with the first chunk size are a prefix. A third
+// size cannot occur (the plan's thresholds lie further apart than a run is long); the run is
+// then invalid, as is one whose rows disagree on the slot or name an index the cache cannot
+// hold (its rows become NaN: only possible while a graph replays, since the host checks indices
+// otherwise). Not inlined: called once per run by the search, it would otherwise lend its
+// registers' pressure to the loops that call it.
+struct RunRows {
+  bool valid;
+  int split;  // rows [0, split) form part 0, the rest part 1
+  std::int64_t slot;
+  std::int64_t chunk[2];       // each part's positions per chunk
+  std::int64_t lo[2], hi[2];   // each part's union of visible positions (hi < lo: none)
+};
+
+static __device__ __noinline__ RunRows scan_run(const DecodeParams& p, int run) {
   const int first_row = run * p.query_tokens;
-  bool valid = true, third_size = false;
-  int split = p.query_tokens;
-  std::int64_t first_size = 0, later_size = 0;
-  std::int64_t lo0 = INT64_MAX, hi0 = -1, lo1 = INT64_MAX, hi1 = -1;  // each part's union
+  RunRows s{true, p.query_tokens, 0, {0, 0}, {INT64_MAX, INT64_MAX}, {-1, -1}};
   for (int t = 0; t < p.query_tokens; ++t) {
     const QueryRow row = query_row(p, first_row + t);
-    if (t == 0) r.slot = row.slot;
-    valid = valid && row.valid && row.slot == r.slot;
+    if (t == 0) s.slot = row.slot;
+    s.valid = s.valid && row.valid && row.slot == s.slot;
     const std::int64_t c = row_chunk(p, row.window);
     if (t == 0) {
-      first_size = c;
-    } else if (c != first_size) {
-      if (split == p.query_tokens) {
-        split = t;
-        later_size = c;
+      s.chunk[0] = c;
+    } else if (c != s.chunk[0]) {
+      if (s.split == p.query_tokens) {
+        s.split = t;
+        s.chunk[1] = c;
       } else {
-        third_size = third_size || c != later_size;
+        s.valid = s.valid && c == s.chunk[1];
       }
     }
     if (row.window.visible() == 0) continue;
-    std::int64_t& lo = t < split ? lo0 : lo1;
-    std::int64_t& hi = t < split ? hi0 : hi1;
-    lo = row.window.first_position() < lo ? row.window.first_position() : lo;
-    hi = row.window.last_position() > hi ? row.window.last_position() : hi;
+    const int part = t < s.split ? 0 : 1;
+    const std::int64_t first = row.window.first_position(), last = row.window.last_position();
+    s.lo[part] = first < s.lo[part] ? first : s.lo[part];
+    s.hi[part] = last > s.hi[part] ? last : s.hi[part];
   }
-  if (!valid || third_size) {
+  return s;
+}
+
+// Part `part` of run `run` from its rows' pass. Not inlined, like scan_run.
+static __device__ __noinline__ RunPart part_of(const DecodeParams& p, const RunRows& rows, int run,
+                                               int part) {
+  RunPart r{};
+  r.run = run;
+  r.part = part;
+  r.slot = rows.slot;
+  if (!rows.valid) {
     r.valid = false;
     r.items = part == 0 ? 1 : 0;
     return r;
   }
   r.valid = true;
-  r.first_token = part == 0 ? 0 : split;
-  r.tokens = part == 0 ? split : p.query_tokens - split;
+  r.first_token = part == 0 ? 0 : rows.split;
+  r.tokens = part == 0 ? rows.split : p.query_tokens - rows.split;
   if (r.tokens == 0) {
     r.items = 0;
     return r;
   }
-  r.chunk = part == 0 ? first_size : later_size;
-  r.lo = part == 0 ? lo0 : lo1;
-  r.hi = part == 0 ? hi0 : hi1;
+  r.chunk = rows.chunk[part];
+  r.lo = rows.lo[part];
+  r.hi = rows.hi[part];
   r.column_chunks = (r.tokens * p.group + p.columns - 1) / p.columns;
   if (r.hi < r.lo) {  // no row sees any of the shard's positions: one empty chunk, a nominal tile
     r.lo = 0;
@@ -140,6 +150,27 @@ static __device__ __noinline__ RunPart describe_part(const DecodeParams& p, int 
     r.task_tiles = static_cast<int>(r.hi / p.tile - r.lo / p.tile + 1);
   }
   r.items = p.n_kv_heads * r.column_chunks * r.chunks;
+  return r;
+}
+
+// Describes part `part` of run `run`.
+__device__ __forceinline__ RunPart describe_part(const DecodeParams& p, int run, int part) {
+  return part_of(p, scan_run(p, run), run, part);
+}
+
+// The same pass as held by lane `source` of the warp (every lane takes part, each naming its
+// own source).
+__device__ __forceinline__ RunRows shuffle_rows(const RunRows& s, int source) {
+  RunRows r;
+  r.valid = __shfl_sync(0xffffffffu, static_cast<int>(s.valid), source) != 0;
+  r.split = __shfl_sync(0xffffffffu, s.split, source);
+  r.slot = __shfl_sync(0xffffffffu, s.slot, source);
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    r.chunk[part] = __shfl_sync(0xffffffffu, s.chunk[part], source);
+    r.lo[part] = __shfl_sync(0xffffffffu, s.lo[part], source);
+    r.hi[part] = __shfl_sync(0xffffffffu, s.hi[part], source);
+  }
   return r;
 }
 
@@ -225,10 +256,10 @@ struct RunCost {
   std::int64_t tiles, items;
 };
 
-__device__ __forceinline__ RunCost run_cost(const DecodeParams& p, int run) {
+__device__ __forceinline__ RunCost run_cost(const DecodeParams& p, int run, const RunRows& rows) {
   RunCost cost{0, 0};
   for (int part = 0; part < p.parts_per_run; ++part) {
-    const RunPart r = describe_part(p, run, part);
+    const RunPart r = part_of(p, rows, run, part);
     cost.tiles += part_tiles(r);
     cost.items += r.items;
   }
@@ -240,7 +271,8 @@ __device__ __forceinline__ RunCost run_cost(const DecodeParams& p, int run) {
 __device__ __forceinline__ RunCost lane_run_cost(const DecodeParams& p, int first, int lane,
                                                  const RunCost& held) {
   if (first == 0) return held;
-  return first + lane < p.n_runs ? run_cost(p, first + lane) : RunCost{0, 0};
+  const int run = first + lane;
+  return run < p.n_runs ? run_cost(p, run, scan_run(p, run)) : RunCost{0, 0};
 }
 
 // Where a target tile lies, once the runs before it are counted: its run, the tile offset
@@ -250,18 +282,18 @@ struct TargetRun {
   std::int64_t offset, items_before;
 };
 
-// The first item of run `target.run` that starts at or after tile `target.offset` of the run,
-// and the part it lies in.
+// The first item of run `target.run` (whose rows' pass is `rows`) that starts at or after tile
+// `target.offset` of the run, and the part it lies in.
 __device__ __forceinline__ WorkStart locate_in_run(const DecodeParams& p, const TargetRun& target,
-                                                   RunPart& found) {
-  found = describe_part(p, target.run, 0);
+                                                   const RunRows& rows, RunPart& found) {
+  found = part_of(p, rows, target.run, 0);
   const std::int64_t tiles0 = part_tiles(found);
   if (target.offset < tiles0 || p.parts_per_run == 1) {
     const int item = first_item_from(p, found, target.offset);
     return {target.run, 0, item, target.items_before + item};
   }
   const int items0 = found.items;
-  found = describe_part(p, target.run, 1);
+  found = part_of(p, rows, target.run, 1);
   const int item = first_item_from(p, found, target.offset - tiles0);
   return {target.run, 1, item, target.items_before + items0 + item};
 }
@@ -278,7 +310,9 @@ struct WorkShare {
 __device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned block,
                                                  unsigned blocks, RunPart& start_part) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const RunCost held = lane < p.n_runs ? run_cost(p, lane) : RunCost{0, 0};
+  // Lane l's pass over run l's rows, kept for the runs the share's bounds lie in.
+  const RunRows held_rows = lane < p.n_runs ? scan_run(p, lane) : RunRows{};
+  const RunCost held = lane < p.n_runs ? run_cost(p, lane, held_rows) : RunCost{0, 0};
   std::int64_t total = 0;
   for (int first = 0; first < p.n_runs; first += 32) {
     std::int64_t tiles = lane_run_cost(p, first, lane, held).tiles;
@@ -322,11 +356,16 @@ __device__ __forceinline__ WorkShare block_share(const DecodeParams& p, unsigned
     base_tiles += __shfl_sync(0xffffffffu, tiles_incl, 31);
     base_items += __shfl_sync(0xffffffffu, items_incl, 31);
   }
-  // Lane t describes target t's run: both at once. Past the end: run n_runs, index = the item
+  // Lane t describes target t's run: both at once, from the pass of the lane that holds it (one
+  // of the first 32 runs) or from a pass of its own. Past the end: run n_runs, index = the item
   // count.
   WorkStart mine{p.n_runs, 0, 0, base_items};
   const TargetRun target = lane == 0 ? found[0] : found[1];
-  if (lane < 2 && target.run < p.n_runs) mine = locate_in_run(p, target, start_part);
+  const bool held_run = target.run < 32;
+  const RunRows target_rows = shuffle_rows(held_rows, held_run ? target.run : lane);
+  if (lane < 2 && target.run < p.n_runs) {
+    mine = locate_in_run(p, target, held_run ? target_rows : scan_run(p, target.run), start_part);
+  }
   const WorkStart start{__shfl_sync(0xffffffffu, mine.run, 0),
                         __shfl_sync(0xffffffffu, mine.part, 0),
                         __shfl_sync(0xffffffffu, mine.item, 0),
