@@ -215,6 +215,17 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
     launch_read_stream(static_cast<const unsigned char*>(same_bytes.data()) + i % rotation * slice,
                        slice, static_cast<unsigned*>(sink.data()), blocks, stream);
   });
+  // The same bytes through the data flow of a split decode (an index word first, a merge by
+  // the last block to finish), also a dependent launch: what no decode that spreads a row over
+  // the SMs can beat.
+  Buffer floor_scratch(Device::cuda, 4 * (blocks + 2));
+  floor_scratch.fill_bytes(0);
+  const double split_floor_us = median_graph_us(stream, calls, settings.reps, [&](int i) {
+    launch_split_read_floor(
+        static_cast<const unsigned char*>(same_bytes.data()) + i % rotation * slice, slice,
+        static_cast<const std::int32_t*>(pos_buffer.data()),
+        static_cast<unsigned*>(floor_scratch.data()), blocks, stream);
+  });
   json result = shape.to_json();
   result.update(
       {{"bytes", bytes},
@@ -226,6 +237,7 @@ json measure_decode(const DecodeShape& shape, const Settings& settings, double r
        {"graph_gbps", static_cast<double>(bytes) / (graph_us * 1e3)},
        {"pct_read_stream", 100.0 * static_cast<double>(bytes) / (best_us * 1e3) / read_stream_gbps},
        {"read_stream_same_bytes_graph_us", read_stream_us},
+       {"split_read_floor_graph_us", split_floor_us},
        {"max_chunks", plan.max_chunks},
        {"non_finite_outputs", bad_outputs}});
   return result;

@@ -112,6 +112,69 @@ inline void launch_read_stream(const void* data, std::int64_t bytes, unsigned* s
   TD_CUDA_CHECK_LAUNCH("read_stream_kernel");
 }
 
+// The data flow of every decode that spreads a row over the SMs, with nothing else: a dependent
+// launch whose blocks each read one index word first (a decode learns where a row's K and V
+// rows are from its index arrays before it can address one), stream their share of the bytes
+// from an address that depends on it (the bandwidth kernel's loads), and end as a split decode
+// must: each block writes a partial result and counts itself on a completion counter, and the
+// last block reads every block's partial, writes the result and resets the counter. `index[0]`
+// is not negative (then the stream starts at `data`).
+__global__ void split_read_floor_kernel(const uint4* data, std::int64_t vectors,
+                                        const std::int32_t* index, unsigned* partials,
+                                        unsigned* counter, unsigned* out) {
+  cuda::allow_dependent_grids();
+  cuda::wait_for_prior_grids();
+  __shared__ std::int64_t shift;
+  __shared__ unsigned block_acc;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    shift = __ldcg(index) < 0 ? 1 : 0;
+    block_acc = 0;
+  }
+  __syncthreads();
+  const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint4* from = data + shift;
+  const std::int64_t count = vectors - shift;
+  unsigned acc = 0;
+  for (std::int64_t i = first; i < count; i += kLoadsInFlight * threads) {
+    uint4 v[kLoadsInFlight];
+#pragma unroll
+    for (int k = 0; k < kLoadsInFlight; ++k) {
+      v[k] = i + k * threads < count ? __ldcs(from + i + k * threads) : uint4{};
+    }
+#pragma unroll
+    for (int k = 0; k < kLoadsInFlight; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+  }
+  acc = __reduce_xor_sync(0xffffffffu, acc);
+  if (threadIdx.x % 32 == 0) atomicXor(&block_acc, acc);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = block_acc;
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  unsigned all = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) all ^= __ldcg(partials + b);
+  all = __reduce_xor_sync(0xffffffffu, all);
+  if (threadIdx.x % 32 == 0) atomicXor(out, all);
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+// The split-decode floor over the `bytes` (a multiple of 16) at `data` on `blocks` blocks:
+// `scratch` holds blocks + 2 words, zero before the first launch (partials, the counter, the
+// result).
+inline void launch_split_read_floor(const void* data, std::int64_t bytes,
+                                    const std::int32_t* index, unsigned* scratch, int blocks,
+                                    cudaStream_t stream) {
+  cuda::launch_dependent(split_read_floor_kernel, dim3(blocks), dim3(kReadStreamThreads), 0,
+                         stream, static_cast<const uint4*>(data), bytes / 16, index, scratch,
+                         scratch + blocks, scratch + blocks + 1);
+}
+
 __global__ void copy_kernel(const uint4* src, uint4* dst, std::int64_t vectors) {
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

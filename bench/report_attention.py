@@ -32,13 +32,13 @@ def peer_by_label(peer):
 
 def decode_table(ours, peers):
     lines = [
-        "| shape | V | eager µs | graph µs | GB/s | % read-stream | read floor µs | peer µs "
-        "| peer backend | ours/peer |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| shape | V | eager µs | graph µs | GB/s | % read-stream | read floor µs "
+        "| split floor µs | peer µs | peer backend | ours/peer |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for row in ours["decode"]:
         if "error" in row:
-            lines.append(f"| {row.get('label', '?')} | | error: {row['error']} | | | | | | | |")
+            lines.append(f"| {row.get('label', '?')} | | error: {row['error']} | | | | | | | | |")
             continue
         best = our_best_us(row)
         gbps = row["bytes"] / (best * 1e3)
@@ -51,6 +51,7 @@ def decode_table(ours, peers):
         lines.append(f"| {row['label']}{flag} | {row['v_format']} | {row['eager_us']:.1f} "
                      f"| {row['graph_us']:.1f} | {gbps:.0f} | {row['pct_read_stream']:.1f} "
                      f"| {row.get('read_stream_same_bytes_graph_us', float('nan')):.1f} "
+                     f"| {row.get('split_read_floor_graph_us', float('nan')):.1f} "
                      f"{peer_cells} |")
     return lines
 
