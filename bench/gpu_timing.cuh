@@ -83,12 +83,14 @@ inline int read_stream_blocks(int sm_count) {
   return 4 * sm_count;
 }
 
-__global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsigned* sink) {
+// The xor of this thread's share of `vectors` 16-byte words at `data`, the grid's threads taking
+// them in turn, kLoadsInFlight loads outstanding. The last round's loads are predicated rather
+// than issued one after another, so that a buffer of a few passes (the hc_bench row for the
+// Q8_0 weights) has all its loads in flight.
+__device__ __forceinline__ unsigned stream_xor(const uint4* data, std::int64_t vectors) {
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned acc = 0;
-  // The last round's loads are predicated rather than issued one after another, so that a
-  // buffer of a few passes (the hc_bench row for the Q8_0 weights) has all its loads in flight.
   for (std::int64_t i = first; i < vectors; i += kLoadsInFlight * threads) {
     uint4 v[kLoadsInFlight];
 #pragma unroll
@@ -98,7 +100,11 @@ __global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsi
 #pragma unroll
     for (int k = 0; k < kLoadsInFlight; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
   }
-  acc = __reduce_xor_sync(0xffffffffu, acc);
+  return acc;
+}
+
+__global__ void read_stream_kernel(const uint4* data, std::int64_t vectors, unsigned* sink) {
+  const unsigned acc = __reduce_xor_sync(0xffffffffu, stream_xor(data, vectors));
   if (threadIdx.x % 32 == 0) atomicXor(sink + blockIdx.x, acc);
 }
 
@@ -132,21 +138,7 @@ __global__ void split_read_floor_kernel(const uint4* data, std::int64_t vectors,
     block_acc = 0;
   }
   __syncthreads();
-  const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const uint4* from = data + shift;
-  const std::int64_t count = vectors - shift;
-  unsigned acc = 0;
-  for (std::int64_t i = first; i < count; i += kLoadsInFlight * threads) {
-    uint4 v[kLoadsInFlight];
-#pragma unroll
-    for (int k = 0; k < kLoadsInFlight; ++k) {
-      v[k] = i + k * threads < count ? __ldcs(from + i + k * threads) : uint4{};
-    }
-#pragma unroll
-    for (int k = 0; k < kLoadsInFlight; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
-  }
-  acc = __reduce_xor_sync(0xffffffffu, acc);
+  const unsigned acc = __reduce_xor_sync(0xffffffffu, stream_xor(data + shift, vectors - shift));
   if (threadIdx.x % 32 == 0) atomicXor(&block_acc, acc);
   __syncthreads();
   if (threadIdx.x == 0) {
