@@ -284,11 +284,12 @@ void print_append_row(const json& r, double read_stream_gbps) {
       std::to_string(r["tokens"].get<std::int64_t>()) + " tok" +
       (r["page_size"].get<int>() > 0 ? " P" + std::to_string(r["page_size"].get<int>())
                                      : std::string());
-  std::printf("%-40s %8.1f %8.1f %8.0f %6.1f%% %10.2f\n", label.c_str(),
+  std::printf("%-40s %8.1f %8.1f %8.0f %6.1f%% %10.2f %10.2f\n", label.c_str(),
               r["eager_us"].get<double>(), r["graph_us"].get<double>(),
               r["graph_gbps"].get<double>(),
               100.0 * r["graph_gbps"].get<double>() / read_stream_gbps,
-              r["read_stream_same_bytes_graph_us"].get<double>());
+              r["read_stream_same_bytes_graph_us"].get<double>(),
+              r["row_copy_floor_graph_us"].get<double>());
 }
 
 // Runs `measure` and returns its result, or {"error": ...} merged into `context` when it throws
@@ -332,8 +333,8 @@ int run(const Settings& settings, const std::string& json_path) {
   }
   report["decode"] = decode;
 
-  std::printf("\n%-40s %8s %8s %8s %7s %10s\n", "append (K f16)", "eager us", "graph us", "GB/s",
-              "%read", "read us");
+  std::printf("\n%-40s %8s %8s %8s %7s %10s %10s\n", "append (K f16)", "eager us", "graph us",
+              "GB/s", "%read", "read us", "copy us");
   json append = json::array();
   for (const AppendCase& c : append_cases(settings.quick)) {
     append.push_back(guarded(json{{"head_dim", c.head_dim}}, [&] {

@@ -59,18 +59,20 @@ def decode_table(ours, peers):
 def append_table(ours, read_gbps):
     lines = [
         "| append (K f16) | tokens | input | bytes | eager µs | graph µs | GB/s | % read-stream "
-        "| read-stream kernel on as many bytes, graph µs |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| read-stream kernel on as many bytes, graph µs | row copy floor, graph µs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in ours.get("append", []):
         if "error" in row:
-            lines.append(f"| D{row.get('head_dim', '?')} | | | | error: {row['error']} | | | | |")
+            lines.append(f"| D{row.get('head_dim', '?')} | | | | error: {row['error']} | | | | | |")
             continue
-        lines.append(f"| D{row['head_dim']} {row['n_kv_heads']} KV heads, V {row['v_format']} "
+        paged = f", pages of {row['page_size']}" if row.get("page_size", 0) > 0 else ""
+        lines.append(f"| D{row['head_dim']} {row['n_kv_heads']} KV heads, V {row['v_format']}{paged} "
                      f"| {row['tokens']} | {row['input']} | {row['bytes']} "
                      f"| {row['eager_us']:.1f} | {row['graph_us']:.1f} | {row['graph_gbps']:.0f} "
                      f"| {100 * row['graph_gbps'] / read_gbps:.1f} "
-                     f"| {row.get('read_stream_same_bytes_graph_us', float('nan')):.2f} |")
+                     f"| {row.get('read_stream_same_bytes_graph_us', float('nan')):.2f} "
+                     f"| {row.get('row_copy_floor_graph_us', float('nan')):.2f} |")
     if "launch_floor_graph_us" in ours:
         lines += ["", f"An empty dependent launch takes {ours['launch_floor_graph_us']:.2f} µs per "
                       "call in the same graph setting."]
