@@ -1,6 +1,6 @@
 // The merge of the decode kernel (SPEC §2.5), done inside the persistent launch by the blocks
 // that finish last. Chunk states merge in two levels: the chunks of a row in one group of
-// kMergeGroup (by absolute chunk index) merge into a group state as soon as the group's last
+// merge_group(D) (by absolute chunk index) merge into a group state as soon as the group's last
 // chunk is done, and a task's group states into the output when its last group is done (a task
 // of one group goes straight to the output). Both levels are the same fold (fold_states, or
 // fold_staged by a block that has nothing more to stream), by all compute warps one query column
@@ -34,8 +34,8 @@ struct WarpState {
 
 // The merge weight of part k, exp(m_k − m) (0 for a part that saw nothing): parts k < 32 from
 // the lane that loaded its (m, l), lane (first_index + k) mod 32, else from the part's state.
-// Group folds have at most 32 parts; task folds up to 34 with automatic chunks. k is the same
-// in every lane.
+// Group folds have at most 32 parts; task folds up to 34 with automatic chunks at D 256, 130 at
+// D 512. k is the same in every lane.
 __device__ __forceinline__ float part_weight(float held, const float2* ml, int k, int stride,
                                              int first_index, float m) {
   if (k < 32) return __shfl_sync(0xffffffffu, held, (first_index + k) % 32);

@@ -46,7 +46,8 @@ TaskShape task_shape(const DecodePlan& plan) {
   t.tasks = runs * t.parts_per_run * plan.cache.n_kv_heads * t.column_chunks;
   // A part's rows see at most longest + q − 1 positions together: one chunk more than a row.
   t.task_chunks = plan.max_chunks + 1;
-  t.task_groups = (t.task_chunks + decode::kMergeGroup - 1) / decode::kMergeGroup + 1;
+  const int group = decode::merge_group(plan.cache.head_dim);
+  t.task_groups = (t.task_chunks + group - 1) / group + 1;
   return t;
 }
 

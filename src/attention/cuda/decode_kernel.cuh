@@ -112,6 +112,7 @@ template <int D, int kColumns, RowFormat KF, RowFormat VF>
 struct DecodeBlock {
   static constexpr DecodeShape s{D, kColumns, KF, VF};
   static constexpr int T = s.tile;
+  static constexpr int kGroup = merge_group(D);
   using Values = TileValues<D, kColumns, KF, VF>;
   using Shares = SoftmaxShares<s.pairs_per_thread>;
   using Codebook = LaneCodebook<s.shared_table ? s.v_table_copies : 32>;
@@ -245,16 +246,16 @@ struct DecodeBlock {
                                             std::int64_t task, int done, int columns_here) const {
     compute_warps_sync();  // every thread's state writes, before the count (fence in arrive)
     const std::int64_t chunk = part.first_chunk + item.chunk_index;
-    const std::int64_t first_group = part.first_chunk / kMergeGroup;
+    const std::int64_t first_group = part.first_chunk / kGroup;
     const std::int64_t last_chunk = part.first_chunk + part.chunks - 1;
-    const std::int64_t group_index = chunk / kMergeGroup;  // absolute
+    const std::int64_t group_index = chunk / kGroup;  // absolute
     const int group = static_cast<int>(group_index - first_group);
-    const std::int64_t group_begin = group_index * kMergeGroup;
+    const std::int64_t group_begin = group_index * kGroup;
     const std::int64_t group_first = group_begin > part.first_chunk ? group_begin : part.first_chunk;
-    const std::int64_t group_end = group_begin + kMergeGroup - 1;
+    const std::int64_t group_end = group_begin + kGroup - 1;
     const int group_chunks =
         static_cast<int>((group_end < last_chunk ? group_end : last_chunk) - group_first + 1);
-    const int groups = static_cast<int>(last_chunk / kMergeGroup - first_group + 1);
+    const int groups = static_cast<int>(last_chunk / kGroup - first_group + 1);
     unsigned* counters = p.counters + task * (1 + p.task_groups);
     if (thread == 0) control()[kGroupDone] = arrive(counters + 1 + group, done, group_chunks);
     compute_warps_sync();
@@ -374,7 +375,7 @@ struct DecodeBlock {
           finish_group<true>(part, item, task, group_done, columns_here);
           return;
         }
-        if (n + 1 == task_items || (chunk + 1) % kMergeGroup == 0) {
+        if (n + 1 == task_items || (chunk + 1) % kGroup == 0) {
           finish_group<false>(part, item, task, group_done, columns_here);
           group_done = 0;
         }
