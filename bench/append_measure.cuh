@@ -254,8 +254,8 @@ inline nlohmann::json measure_append(const AppendCase& c, int warmup, int reps, 
     launch_read_stream(same_bytes.data(), same_bytes.bytes(), static_cast<unsigned*>(sink.data()),
                        blocks, stream);
   });
-  // The append's own bytes and places with no conversion or encoding: what the layout itself
-  // costs (a paged cache writes shorter runs than a contiguous one).
+  // The append's own bytes and places with no conversion or encoding, rows located beforehand:
+  // what the cache's layout alone costs the memory system (contiguous against paged).
   std::vector<int2> locations;
   for (int set = 0; set < kPositionSets; ++set) {
     const std::vector<int2> of_set = row_locations(

@@ -67,8 +67,8 @@ def append_table(ours, read_gbps):
             lines.append(f"| D{row.get('head_dim', '?')} | | | | error: {row['error']} | | | | | |")
             continue
         paged = f", pages of {row['page_size']}" if row.get("page_size", 0) > 0 else ""
-        lines.append(f"| D{row['head_dim']} {row['n_kv_heads']} KV heads, V {row['v_format']}{paged} "
-                     f"| {row['tokens']} | {row['input']} | {row['bytes']} "
+        lines.append(f"| D{row['head_dim']} {row['n_kv_heads']} KV heads, "
+                     f"V {row['v_format']}{paged} | {row['tokens']} | {row['input']} | {row['bytes']} "
                      f"| {row['eager_us']:.1f} | {row['graph_us']:.1f} | {row['graph_gbps']:.0f} "
                      f"| {100 * row['graph_gbps'] / read_gbps:.1f} "
                      f"| {row.get('read_stream_same_bytes_graph_us', float('nan')):.2f} "

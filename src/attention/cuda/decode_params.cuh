@@ -13,9 +13,10 @@ namespace turbodecode::cuda::decode {
 
 // Chunks merged in one first-level group (chunk_merge.cuh): chunk j of a row belongs to group
 // j / merge_group(D), so a row's merge tree depends only on its own positions and the head dim.
-// At D 256 a group of 32 keeps most rows to one level, which the four compute warps fold
-// together (two query columns each); at D 512 a block's warps fold their columns one by one
-// (eight columns), and groups of 8 spread that work over more blocks.
+// Measured with 16/8 heads at D 256 (two query columns per block, which the four compute warps
+// fold together) and 16/2 at D 512 (eight columns, which each warp folds alone, two of them one
+// after the other): at D 256 a group of 32 keeps rows up to 4K positions to one merge level; at
+// D 512 groups of 8 spread the serial folds over more blocks.
 __host__ __device__ constexpr int merge_group(int head_dim) { return head_dim == 512 ? 8 : 32; }
 
 // One side (K or V) of the cache. Rows are addressed as (page, KV head, row in page): a
