@@ -241,13 +241,19 @@ void dot_rows_match_double(std::uint64_t seed) {
   const std::vector<float> f16_values[2] = {decoded_f16(f16_rows[0]), decoded_f16(f16_rows[1])};
   check_dot_rows_all_shapes(simd::F16Reader{}, f16_pointers, f16_values, q);
 
-  const std::vector<float> codebook = padded_codebook(4, rng);
+  // 4-bit codes (one vector at a time) and 8-bit codes (two at a time on AVX-512).
   const std::vector<std::uint8_t> code_rows[2] = {random_bytes(kRowLength, rng),
                                                   random_bytes(kRowLength, rng)};
   const std::uint8_t* code_pointers[2] = {code_rows[0].data(), code_rows[1].data()};
-  const std::vector<float> code_values[2] = {decoded_codes(4, code_rows[0], codebook),
-                                             decoded_codes(4, code_rows[1], codebook)};
-  check_dot_rows_all_shapes(simd::CodeReader<4>{codebook.data()}, code_pointers, code_values, q);
+  const auto check_codes = [&](const auto& reader, int bits, const std::vector<float>& codebook) {
+    const std::vector<float> code_values[2] = {decoded_codes(bits, code_rows[0], codebook),
+                                               decoded_codes(bits, code_rows[1], codebook)};
+    check_dot_rows_all_shapes(reader, code_pointers, code_values, q);
+  };
+  const std::vector<float> codebook4 = padded_codebook(4, rng);
+  check_codes(simd::CodeReader<4>{codebook4.data()}, 4, codebook4);
+  const std::vector<float> codebook8 = padded_codebook(8, rng);
+  check_codes(simd::CodeReader<8>{codebook8.data()}, 8, codebook8);
 }
 
 // ---------------------------------------------------------------------------------------------

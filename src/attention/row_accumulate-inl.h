@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "attention/row_readers-inl.h"
 #include "common/simd/vector_pack-inl.h"
 #include "hwy/highway.h"
 
@@ -19,31 +20,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 using turbodecode::simd::HWY_NAMESPACE::pick;
 using turbodecode::simd::HWY_NAMESPACE::unroll;
 using turbodecode::simd::HWY_NAMESPACE::with_vectors;
-
-// body(v_0, ..., v_{Chunks − 1}) with v_c = value(t, j + c·Lanes(d)); a source that also reads
-// two vectors at once (value.pair(t, j), where j is a multiple of 2·Lanes(d)) is asked by pairs.
-template <int Chunks, class D, class Values, class Body>
-HWY_INLINE void with_row_chunks(D d, const Values& value, int t, int j, const Body& body) {
-  const int lanes = static_cast<int>(hn::Lanes(d));
-  if constexpr (Chunks % 2 == 0 && requires { value.pair(t, j); }) {
-    hn::Vec<D> second = hn::Zero(d);
-    with_vectors<Chunks>(
-        [&](auto c) TD_INLINE_LAMBDA {
-          constexpr int kChunk = decltype(c)::value;
-          if constexpr (kChunk % 2 == 0) {
-            const auto both = value.pair(t, j + kChunk * lanes);
-            second = both.second;
-            return both.first;
-          } else {
-            return second;
-          }
-        },
-        body);
-  } else {
-    with_vectors<Chunks>(
-        [&](auto c) TD_INLINE_LAMBDA { return value(t, j + decltype(c)::value * lanes); }, body);
-  }
-}
 
 // o_h[j] += Σ_{t in [begin[h], end[h])} coefs[h·coef_stride + t] · value(t, j) for Heads rows
 // o_h and j in [0, count), positions t in order, one fused multiply-add each: the same

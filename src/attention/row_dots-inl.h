@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "attention/row_readers-inl.h"
 #include "common/simd/lane_sums-inl.h"
 #include "common/simd/vector_pack-inl.h"
 #include "hwy/highway.h"
@@ -41,35 +42,33 @@ HWY_INLINE auto sum_chains(const V&... acc) {
 inline constexpr int kDotChains = 2;
 
 // dots[r·Heads + h] = Σ_{j in [begin, begin + count)} q[h][j] · row_r[j] for Heads query rows
-// against Rows stored rows: each chunk of q is loaded once for all rows, each row chunk once
-// for all heads. Every (row, head) sum runs over the same kDotChains accumulator chains, added
-// in the same order, whatever Heads and Rows are: a score never depends on which other heads
-// or rows share its block (a query row scores alike alone and in a run, SPEC §2.8). count is
-// a multiple of kDotChains · Lanes(d) (64 suits every target).
+// against Rows stored rows: each row chunk is read once for all heads, two at a time where the
+// reader reads them so (with_row_chunks). Every (row, head) sum runs over the same kDotChains
+// accumulator chains, added in the same order, whatever Heads and Rows are: a score never
+// depends on which other heads or rows share its block (a query row scores alike alone and in
+// a run, SPEC §2.8). count is a multiple of kDotChains · Lanes(d) (64 suits every target).
 template <int Heads, int Rows, class D, class Reader>
 HWY_INLINE void dot_rows(D d, const Reader& reader, const std::uint8_t* const* rows,
                          const float* const* q, int begin, int count, float* dots) {
   constexpr int kChains = kDotChains;
   const int lanes = static_cast<int>(hn::Lanes(d));
+  const RowsOfReader<D, Reader> row_values{reader, rows, 0};
   // Accumulator (r, c, h) is element (r · kChains + c) · Heads + h of the pack.
   with_vectors<Rows * kChains * Heads>(
       [&](auto) TD_INLINE_LAMBDA { return hn::Zero(d); },
       [&](auto&... acc) TD_INLINE_LAMBDA {
         for (int j = begin; j < begin + count; j += kChains * lanes) {
-          unroll<kChains>([&](auto chain) TD_INLINE_LAMBDA {
-            constexpr int kChain = decltype(chain)::value;
-            const int at = j + kChain * lanes;
-            with_vectors<Rows>(
-                [&](auto r)
-                    TD_INLINE_LAMBDA { return reader.load(d, rows[decltype(r)::value], at); },
-                [&](const auto&... row) TD_INLINE_LAMBDA {
-                  unroll<Heads>([&](auto head) TD_INLINE_LAMBDA {
-                    constexpr int kHead = decltype(head)::value;
-                    const auto query = hn::LoadU(d, q[kHead] + at);
-                    unroll<Rows>([&](auto r) TD_INLINE_LAMBDA {
-                      constexpr int kRow = decltype(r)::value;
+          unroll<Rows>([&](auto r) TD_INLINE_LAMBDA {
+            constexpr int kRow = decltype(r)::value;
+            with_row_chunks<kChains>(
+                d, row_values, kRow, j, [&](const auto&... chunk) TD_INLINE_LAMBDA {
+                  unroll<kChains>([&](auto chain) TD_INLINE_LAMBDA {
+                    constexpr int kChain = decltype(chain)::value;
+                    unroll<Heads>([&](auto head) TD_INLINE_LAMBDA {
+                      constexpr int kHead = decltype(head)::value;
+                      const auto query = hn::LoadU(d, q[kHead] + j + kChain * lanes);
                       auto& sum = pick<(kRow * kChains + kChain) * Heads + kHead>(acc...);
-                      sum = hn::MulAdd(query, pick<kRow>(row...), sum);
+                      sum = hn::MulAdd(query, pick<kChain>(chunk...), sum);
                     });
                   });
                 });

@@ -16,12 +16,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/simd/vector_pack-inl.h"
 #include "hwy/highway.h"
 #include "tq/codec_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace turbodecode::attention::HWY_NAMESPACE::simd {
 namespace hn = hwy::HWY_NAMESPACE;
+using turbodecode::simd::HWY_NAMESPACE::with_vectors;
 
 // The descriptor of the decode kernel's f32 vectors: the target's full width, at most 16 lanes
 // (so every tile and row length of the kernel is a whole number of vectors).
@@ -127,33 +129,54 @@ constexpr RunPattern<Lanes> run_pattern() {
   return t;
 }
 
-// The codes of elements [j, j + 8) (AVX2) or [j, j + 16) (AVX-512) of a 3-, 5- or 6-bit row as
-// i32 lanes: the run's Lanes(d)·Bits/8 bytes, and no byte beyond them, as two integers in
-// every 128-bit block; one in-block byte shuffle moves the two bytes code i starts in to the
-// low half of lane i, a shift by lane and a mask leave the code (6 vector operations for 16
-// codes; two groups, below, take 11).
+// The run's Bytes bytes at `run`, and no byte beyond them, in the low bytes of every 128-bit
+// block of a vector of Bytes <= 16 bytes. AVX-512 loads them masked and copies the block (two
+// operations); AVX2 builds them from two integers.
+template <int Bytes, class D8>
+HWY_INLINE hn::Vec<D8> run_in_every_block(D8 d8, const std::uint8_t* run) {
+  static_assert(Bytes <= 16);
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D8()) == 64) {
+    const __m128i block = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << Bytes) - 1), run);
+    return hn::Vec<D8>{_mm512_broadcast_i32x4(block)};
+  }
+#endif
+  const hn::Repartition<std::uint64_t, D8> d64;
+  std::uint64_t low = 0, high = 0;
+  if constexpr (Bytes <= 8) {
+    low = little_endian_bytes<Bytes>(run);
+  } else {
+    low = little_endian_bytes<8>(run);
+    high = little_endian_bytes<Bytes - 8>(run + 8);
+  }
+  return hn::BitCast(d8, hn::InterleaveLower(d64, hn::Set(d64, low), hn::Set(d64, high)));
+}
+
+// Whether lookup_codes reads only a code's low Bits bits, so that the codes it is given may
+// carry other bits above them: true for the AVX-512 permutes (they index by the low bits).
+template <class D>
+inline constexpr bool kLookupIgnoresHighBits =
+    (HWY_TARGET <= HWY_AVX3) && hn::MaxLanes(D()) == 16;
+
+// The codes of elements [j, j + 8) (AVX2) or [j, j + 16) (AVX-512) of a 3- to 6-bit row as i32
+// lanes: the run's Lanes(d)·Bits/8 bytes in every 128-bit block (run_in_every_block); one
+// in-block byte shuffle moves the two bytes code i starts in to the low half of lane i, and a
+// shift by lane leaves the code in the low Bits bits. AVX2 then masks them (6 vector operations
+// for 16 codes; two groups, below, take 11); on AVX-512 the lookup ignores the bits above, so
+// 16 codes take a masked load and three operations.
 template <int Bits, class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t* row, int j) {
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(D()));
   static_assert(kLanes == 8 || kLanes == 16);
-  constexpr int kBytes = kLanes * Bits / 8;
   const hn::RebindToUnsigned<D> du;
-  const hn::Repartition<std::uint64_t, decltype(du)> d64;
   const hn::Repartition<std::uint8_t, decltype(du)> d8;
-  const std::uint8_t* run = row + j / 8 * Bits;
-  std::uint64_t low = 0, high = 0;
-  if constexpr (kBytes <= 8) {
-    low = little_endian_bytes<kBytes>(run);
-  } else {
-    low = little_endian_bytes<8>(run);
-    high = little_endian_bytes<kBytes - 8>(run + 8);
-  }
-  const auto bytes = hn::InterleaveLower(d64, hn::Set(d64, low), hn::Set(d64, high));
+  const auto bytes = run_in_every_block<kLanes * Bits / 8>(d8, row + j / 8 * Bits);
   static constexpr RunPattern<kLanes> kPattern = run_pattern<Bits, kLanes>();
-  const auto pairs = hn::BitCast(du, hn::TableLookupBytes(hn::BitCast(d8, bytes),
-                                                          hn::Load(d8, kPattern.pick)));
-  const auto codes = hn::And(pairs >> hn::Load(du, kPattern.shift),
-                             hn::Set(du, (std::uint32_t{1} << Bits) - 1));
+  const auto pairs = hn::BitCast(du, hn::TableLookupBytes(bytes, hn::Load(d8, kPattern.pick)));
+  auto codes = pairs >> hn::Load(du, kPattern.shift);
+  if constexpr (!kLookupIgnoresHighBits<D>) {
+    codes = hn::And(codes, hn::Set(du, (std::uint32_t{1} << Bits) - 1));
+  }
   return hn::BitCast(hn::RebindToSigned<D>(), codes);
 }
 #endif
@@ -185,6 +208,9 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_codes(D d, const std::uint8_t* ro
   const hn::RebindToSigned<D> di;
   const hn::Rebind<std::uint8_t, D> d8;
   if constexpr (Bits == 4) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if constexpr (hn::MaxLanes(D()) == 16) return load_run_codes<4>(d, row, j);
+#endif
     return load_nibble_codes(d, row, j);
   } else if constexpr (Bits == 8) {
     return hn::PromoteTo(di, hn::LoadU(d8, row + j));
@@ -218,14 +244,21 @@ HWY_INLINE hn::Vec<D> permute_lookup(D d, const float* table,
   return found[0];
 }
 
-// codebook[codes] on AVX-512 for codebooks of 32 to 256 entries, from registers. A codebook is
-// odd about its middle (tq/tables.h), so 6- and 8-bit codes read its lower half only: a code
-// in the upper half reads entry 2^Bits − 1 − code, negated (8-bit codes: 4 permutes, 3 selects
+// codebook[codes] on AVX-512, from registers, reading only each code's low Bits bits
+// (kLookupIgnoresHighBits): 3-bit codes permute in the codebook repeated over 16 lanes, 4-bit
+// codes in the codebook, 5-bit codes in two registers (permute_lookup). A codebook is odd
+// about its middle (tq/tables.h), so 6- and 8-bit codes read its lower half only: a code in
+// the upper half reads entry 2^Bits − 1 − code, negated (8-bit codes: 4 permutes, 3 selects
 // and 4 integer operations per vector; the half codebook's 8 registers stay across a tile).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<D> lookup_in_registers(D d, const float* codebook,
                                           hn::Vec<hn::RebindToSigned<D>> codes) {
-  if constexpr (Bits == 5) {
+  if constexpr (Bits == 3) {
+    const __m512 table = _mm512_broadcast_f32x8(_mm256_loadu_ps(codebook));
+    return hn::Vec<D>{_mm512_permutexvar_ps(codes.raw, table)};
+  } else if constexpr (Bits == 4) {
+    return hn::Vec<D>{_mm512_permutexvar_ps(codes.raw, _mm512_loadu_ps(codebook))};
+  } else if constexpr (Bits == 5) {
     return permute_lookup<32>(d, codebook, codes);
   } else {
     constexpr int kHalf = 1 << (Bits - 1);
@@ -288,28 +321,21 @@ HWY_INLINE VectorPair<__m512i> lookup_8bit_pair(const std::uint16_t* low, const 
 
 #endif  // AVX-512
 
-// codebook[codes] for a codebook of 2^Bits entries. A codebook of at most two vectors of
-// fixed width (3- and 4-bit codes from AVX2 up) stays in registers: one or two permutes and a
-// select on the code's next bit; AVX-512 keeps codebooks of up to 256 entries in registers
-// (lookup_in_registers). Either leaves the load ports to the rows themselves; a codebook
-// shorter than a vector is loaded masked, never read past its end. Other codebooks are
-// gathered: with four registers, 5-bit codes on AVX2 measure slower than the gather
-// (docs/cpu-attention-bench.md).
+// codebook[codes] for a codebook of 2^Bits entries. AVX-512 keeps every codebook in registers
+// (lookup_in_registers); on AVX2 a codebook of one or two vectors (3- and 4-bit codes) does:
+// one or two permutes and a select on the code's next bit. Either leaves the load ports to the
+// rows themselves. Other codebooks are gathered: with four registers, 5-bit codes on AVX2
+// measure slower than the gather (docs/cpu-attention-bench.md).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<D> lookup_codes(D d, const float* codebook,
                                    hn::Vec<hn::RebindToSigned<D>> codes) {
   constexpr int kEntries = 1 << Bits;
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(d));
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // the AVX-512 targets
-  if constexpr (kLanes == 16 && kEntries >= 32) {
-    return lookup_in_registers<Bits>(d, codebook, codes);
-  }
+  if constexpr (kLanes == 16) return lookup_in_registers<Bits>(d, codebook, codes);
 #endif
   if constexpr (HWY_HAVE_SCALABLE || kLanes < 8 || kEntries > 2 * kLanes) {
     return hn::GatherIndex(d, codebook, codes);
-  } else if constexpr (kEntries < kLanes) {  // 3-bit codes with AVX-512: 8 entries, 16 lanes
-    const auto table = hn::MaskedLoad(hn::FirstN(d, kEntries), d, codebook);
-    return hn::TableLookupLanes(table, hn::IndicesFromVec(d, codes));
   } else if constexpr (kEntries == kLanes) {
     return hn::TableLookupLanes(hn::LoadU(d, codebook), hn::IndicesFromVec(d, codes));
   } else {
@@ -333,24 +359,26 @@ struct F16Reader {
 
 // E4M3 bytes (SPEC §1.6) moved into f16 bits, sign to bit 15 and exponent and mantissa to bits
 // 7-13: the f16 of the E4M3 value / 256, exactly (subnormals too, as f16 subnormals, which the
-// widening converts exactly). The row scale carries the 256 (kFp8ReaderScale, cache_rows.h).
-// 0x7f and 0xff are NaN in E4M3 but 240 this way, so they are set to NaN after widening (the
-// widening of targets without F16C would not keep an f16 NaN).
+// widening converts exactly). Each byte is sign-extended to 16 bits and shifted left by 7, so
+// bit 15 holds the sign; clearing bits 14 and 0-6 leaves the f16 (three operations). The row
+// scale carries the 256 (kFp8ReaderScale, cache_rows.h). 0x7f and 0xff are NaN in E4M3 but
+// ±480 / 256 this way, a magnitude no finite E4M3 value has (the largest is 448), so lanes of
+// that magnitude are set to NaN after widening (the widening of targets without F16C would not
+// keep an f16 NaN).
 struct Fp8Reader {
+  static constexpr float kNanCodeValue = 480.0f / 256.0f;
   template <class D>
   HWY_INLINE hn::Vec<D> load(D d, const std::uint8_t* row, int j) const {
-    const hn::Rebind<std::uint8_t, D> d8;
-    const hn::Rebind<std::uint16_t, D> d16;
+    const hn::Rebind<std::int8_t, D> d8;
+    const hn::Rebind<std::int16_t, D> d16;
     const hn::Rebind<hwy::float16_t, D> dh;
-    const hn::RebindToSigned<D> di;
-    const auto bytes8 = hn::LoadU(d8, row + j);
-    const auto bytes = hn::PromoteTo(d16, bytes8);
-    const auto half = hn::Or(hn::ShiftLeft<8>(hn::And(bytes, hn::Set(d16, 0x80))),
-                             hn::ShiftLeft<7>(hn::And(bytes, hn::Set(d16, 0x7f))));
+    const auto bytes =
+        hn::PromoteTo(d16, hn::LoadU(d8, reinterpret_cast<const std::int8_t*>(row) + j));
+    const auto half =
+        hn::And(hn::ShiftLeft<7>(bytes), hn::Set(d16, static_cast<std::int16_t>(0xbf80)));
     const auto value = hn::PromoteTo(d, hn::BitCast(dh, half));
-    const auto nan =
-        hn::Eq(hn::And(hn::PromoteTo(di, bytes8), hn::Set(di, 0x7f)), hn::Set(di, 0x7f));
-    return hn::IfThenElse(hn::RebindMask(d, nan), hn::Set(d, NAN), value);
+    return hn::IfThenElse(hn::Eq(hn::Abs(value), hn::Set(d, kNanCodeValue)), hn::Set(d, NAN),
+                          value);
   }
 };
 
@@ -400,6 +428,48 @@ struct CodeReader<8> {
   alignas(64) std::uint16_t high[128];
 };
 #endif
+
+// Elements [begin + j, begin + j + Lanes(d)) of the row at rows[t] through a reader, and two
+// vectors at once (j a multiple of 2·Lanes(d)) where the reader reads them so.
+template <class D, class Reader>
+struct RowsOfReader {
+  const Reader& reader;
+  const std::uint8_t* const* rows;
+  int begin;
+  HWY_INLINE hn::Vec<D> operator()(int t, int j) const {
+    return reader.load(D(), rows[t], begin + j);
+  }
+  HWY_INLINE auto pair(int t, int j) const
+    requires requires(const std::uint8_t* row) { reader.pair(D(), row, 0); }
+  {
+    return reader.pair(D(), rows[t], begin + j);
+  }
+};
+
+// body(v_0, ..., v_{Chunks − 1}) with v_c = value(t, j + c·Lanes(d)); a source that also reads
+// two vectors at once (value.pair(t, j), where j is a multiple of 2·Lanes(d)) is asked by pairs.
+template <int Chunks, class D, class Values, class Body>
+HWY_INLINE void with_row_chunks(D d, const Values& value, int t, int j, const Body& body) {
+  const int lanes = static_cast<int>(hn::Lanes(d));
+  if constexpr (Chunks % 2 == 0 && requires { value.pair(t, j); }) {
+    hn::Vec<D> second = hn::Zero(d);
+    with_vectors<Chunks>(
+        [&](auto c) TD_INLINE_LAMBDA {
+          constexpr int kChunk = decltype(c)::value;
+          if constexpr (kChunk % 2 == 0) {
+            const auto both = value.pair(t, j + kChunk * lanes);
+            second = both.second;
+            return both.first;
+          } else {
+            return second;
+          }
+        },
+        body);
+  } else {
+    with_vectors<Chunks>(
+        [&](auto c) TD_INLINE_LAMBDA { return value(t, j + decltype(c)::value * lanes); }, body);
+  }
+}
 
 }  // namespace turbodecode::attention::HWY_NAMESPACE::simd
 HWY_AFTER_NAMESPACE();
