@@ -213,6 +213,11 @@ void check_dot_rows(const Reader& reader, const std::uint8_t* const* rows,
   }
 }
 
+// Rows the dot_rows checks read: as many as its largest block.
+constexpr int kDotRows = simd::kDotSums;
+
+// Every block shape the decode kernel uses (kDotSums sums, then halves of the rows) and some
+// smaller ones.
 template <class Reader>
 void check_dot_rows_all_shapes(const Reader& reader, const std::uint8_t* const* rows,
                                const std::vector<float>* values, const float* const* q) {
@@ -220,9 +225,11 @@ void check_dot_rows_all_shapes(const Reader& reader, const std::uint8_t* const* 
     const int count = kRowLength / 2;
     check_dot_rows<1, 1>(reader, rows, values, q, begin, count);
     check_dot_rows<1, 2>(reader, rows, values, q, begin, count);
+    check_dot_rows<1, 16>(reader, rows, values, q, begin, count);
     check_dot_rows<2, 2>(reader, rows, values, q, begin, count);
+    check_dot_rows<2, 8>(reader, rows, values, q, begin, count);
     check_dot_rows<4, 1>(reader, rows, values, q, begin, count);
-    check_dot_rows<4, 2>(reader, rows, values, q, begin, count);
+    check_dot_rows<4, 4>(reader, rows, values, q, begin, count);
   }
 }
 
@@ -234,20 +241,26 @@ void dot_rows_match_double(std::uint64_t seed) {
     q_rows[h] = gaussian(kRowLength, rng());
     q[h] = q_rows[h].data();
   }
-  const std::vector<std::uint16_t> f16_rows[2] = {random_f16(kRowLength, rng),
-                                                  random_f16(kRowLength, rng)};
-  const std::uint8_t* f16_pointers[2] = {reinterpret_cast<const std::uint8_t*>(f16_rows[0].data()),
-                                         reinterpret_cast<const std::uint8_t*>(f16_rows[1].data())};
-  const std::vector<float> f16_values[2] = {decoded_f16(f16_rows[0]), decoded_f16(f16_rows[1])};
+  std::vector<std::uint16_t> f16_rows[kDotRows];
+  const std::uint8_t* f16_pointers[kDotRows];
+  std::vector<float> f16_values[kDotRows];
+  for (int r = 0; r < kDotRows; ++r) {
+    f16_rows[r] = random_f16(kRowLength, rng);
+    f16_pointers[r] = reinterpret_cast<const std::uint8_t*>(f16_rows[r].data());
+    f16_values[r] = decoded_f16(f16_rows[r]);
+  }
   check_dot_rows_all_shapes(simd::F16Reader{}, f16_pointers, f16_values, q);
 
   // 4-bit codes (one vector at a time) and 8-bit codes (two at a time on AVX-512).
-  const std::vector<std::uint8_t> code_rows[2] = {random_bytes(kRowLength, rng),
-                                                  random_bytes(kRowLength, rng)};
-  const std::uint8_t* code_pointers[2] = {code_rows[0].data(), code_rows[1].data()};
+  std::vector<std::uint8_t> code_rows[kDotRows];
+  const std::uint8_t* code_pointers[kDotRows];
+  for (int r = 0; r < kDotRows; ++r) {
+    code_rows[r] = random_bytes(kRowLength, rng);
+    code_pointers[r] = code_rows[r].data();
+  }
   const auto check_codes = [&](const auto& reader, int bits, const std::vector<float>& codebook) {
-    const std::vector<float> code_values[2] = {decoded_codes(bits, code_rows[0], codebook),
-                                               decoded_codes(bits, code_rows[1], codebook)};
+    std::vector<float> code_values[kDotRows];
+    for (int r = 0; r < kDotRows; ++r) code_values[r] = decoded_codes(bits, code_rows[r], codebook);
     check_dot_rows_all_shapes(reader, code_pointers, code_values, q);
   };
   const std::vector<float> codebook4 = padded_codebook(4, rng);
