@@ -2,7 +2,8 @@
 // run (SPEC §6 applied to the CPU backend). Shape: B = 1, L = 32,768, D = 256, 16 query / 8 KV
 // heads, every K format × V format pair, one query row or a run of four (SPEC §2.8). Each
 // timed call reads a different slot of a cache several times larger than the last-level
-// cache, so the bytes come from DRAM.
+// cache, so the bytes come from DRAM. Beside each case: its FMA floor, the f32 multiply-adds it
+// cannot skip at the rate this machine's cores do them.
 //   cpu_attention_bench [--json] [--k-formats f16,tq8] [--v-formats ...] [--query-tokens 1,4]
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu_attention_bench.cpp"
@@ -45,6 +46,32 @@ float sum_floats(const float* p, std::int64_t count) {
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
+// Runs `rounds` rounds of eight independent chains of f32 fused multiply-adds on the vectors
+// the decode kernel uses (at most 16 lanes) and returns the FMAs done; eight chains hide the
+// FMA latency of current x86 and Arm cores. The chains' sum goes to `sink`.
+std::int64_t fma_chains(std::int64_t rounds, float* sink) {
+  const hn::CappedTag<float, 16> d;
+  const auto x = hn::Set(d, 0.999999f), y = hn::Set(d, 1e-7f);
+  // Distinct starting values, so that no two chains are the same computation.
+  auto a0 = hn::Set(d, 1.0f), a1 = hn::Set(d, 1.01f), a2 = hn::Set(d, 1.02f),
+       a3 = hn::Set(d, 1.03f), a4 = hn::Set(d, 1.04f), a5 = hn::Set(d, 1.05f),
+       a6 = hn::Set(d, 1.06f), a7 = hn::Set(d, 1.07f);
+  for (std::int64_t i = 0; i < rounds; ++i) {
+    a0 = hn::MulAdd(a0, x, y);
+    a1 = hn::MulAdd(a1, x, y);
+    a2 = hn::MulAdd(a2, x, y);
+    a3 = hn::MulAdd(a3, x, y);
+    a4 = hn::MulAdd(a4, x, y);
+    a5 = hn::MulAdd(a5, x, y);
+    a6 = hn::MulAdd(a6, x, y);
+    a7 = hn::MulAdd(a7, x, y);
+  }
+  const auto sum =
+      hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  *sink = hn::GetLane(sum);
+  return rounds * 8 * static_cast<std::int64_t>(hn::Lanes(d));
+}
+
 }  // namespace turbodecode::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -53,6 +80,7 @@ namespace turbodecode {
 namespace {
 
 HWY_EXPORT(sum_floats);
+HWY_EXPORT(fma_chains);
 
 constexpr std::int64_t kBandwidthBufferBytes = std::int64_t{2} << 30;  // ≫ a 480 MiB LLC
 constexpr int kBandwidthPasses = 7;
@@ -75,6 +103,42 @@ double median(std::vector<double> values) {
 struct Bandwidth {
   double best_gbs, median_gbs;
 };
+
+constexpr std::int64_t kFmaRounds = std::int64_t{1} << 24;
+constexpr int kFmaPasses = 5;
+
+// f32 fused multiply-adds per second of all threads together on the decode kernel's vectors
+// (fma_chains), best of kFmaPasses.
+double measure_fma_rate() {
+  const int threads = cpu_threads();
+  double best = 0.0;
+  volatile float sink = 0.0f;
+  for (int pass = 0; pass < kFmaPasses; ++pass) {
+    std::vector<std::int64_t> fmas(static_cast<std::size_t>(threads));
+    std::vector<float> sums(static_cast<std::size_t>(threads));
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for(threads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t t = begin; t < end; ++t) {
+        fmas[static_cast<std::size_t>(t)] =
+            HWY_DYNAMIC_DISPATCH(fma_chains)(kFmaRounds, &sums[static_cast<std::size_t>(t)]);
+      }
+    });
+    const double seconds = seconds_since(start);
+    std::int64_t total = 0;
+    for (std::int64_t f : fmas) total += f;
+    for (float x : sums) sink = sink + x;
+    best = std::max(best, static_cast<double>(total) / seconds);
+  }
+  return best;
+}
+
+// The f32 multiply-adds no decode can skip: for every query head and position its row sees,
+// D for q·k and D for the weighted V row.
+std::int64_t decode_fmas(int query_tokens) {
+  std::int64_t seen = 0;
+  for (int t = 0; t < query_tokens; ++t) seen += kLength - query_tokens + t + 1;
+  return seen * kHeads * 2 * kHeadDim;
+}
 
 // Multithreaded streaming read: every thread sums its contiguous share with the widest vector
 // loads the CPU has.
@@ -130,10 +194,11 @@ struct AttentionResult {
   RowFormat k_format, v_format;
   int query_tokens;
   std::int64_t bytes;
-  double median_us, best_us, gbs;
+  double median_us, best_us, gbs, fma_floor_us;
 };
 
-AttentionResult measure_attention(RowFormat k_format, RowFormat v_format, int query_tokens) {
+AttentionResult measure_attention(RowFormat k_format, RowFormat v_format, int query_tokens,
+                                  double fma_rate) {
   KvCacheConfig config{1,        kKvHeads, kLength, kHeadDim,   LayerKind::linear,
                        k_format, v_format, 1.0f,    Device::cpu};
   const std::int64_t slot_bytes = kLength * kKvHeads * bytes_per_position(config);
@@ -181,7 +246,8 @@ AttentionResult measure_attention(RowFormat k_format, RowFormat v_format, int qu
           bytes,
           t * 1e6,
           best * 1e6,
-          static_cast<double>(bytes) / t / 1e9};
+          static_cast<double>(bytes) / t / 1e9,
+          static_cast<double>(decode_fmas(query_tokens)) / fma_rate * 1e6};
 }
 
 // A comma-separated list after `flag` in argv, or `fallback`.
@@ -211,11 +277,13 @@ int main(int argc, char** argv) {
   const auto v_names = list_argument(argc, argv, "--v-formats", "f16,fp8,tq3,tq4,tq5,tq6,tq8");
   const auto token_counts = list_argument(argc, argv, "--query-tokens", "1,4");
   const Bandwidth bandwidth = measure_read_bandwidth();
+  const double fma_rate = measure_fma_rate();
   std::vector<AttentionResult> results;
   for (const std::string& tokens : token_counts) {
     for (const std::string& k : k_names) {
       for (const std::string& v : v_names) {
-        results.push_back(measure_attention(parse_format(k), parse_format(v), std::stoi(tokens)));
+        results.push_back(
+            measure_attention(parse_format(k), parse_format(v), std::stoi(tokens), fma_rate));
       }
     }
   }
@@ -224,6 +292,7 @@ int main(int argc, char** argv) {
     nlohmann::json report = {
         {"threads", cpu_threads()},
         {"read_bandwidth_gbs", {{"best", bandwidth.best_gbs}, {"median", bandwidth.median_gbs}}},
+        {"f32_fmas_per_second", fma_rate},
         {"shape",
          {{"batch", 1},
           {"length", kLength},
@@ -238,20 +307,22 @@ int main(int argc, char** argv) {
                                      {"median_us", r.median_us},
                                      {"best_us", r.best_us},
                                      {"gbs", r.gbs},
+                                     {"fma_floor_us", r.fma_floor_us},
                                      {"fraction_of_read_bw", r.gbs / bandwidth.best_gbs}});
     }
     fmt::print("{}\n", report.dump(2));
     return 0;
   }
-  fmt::print("threads {}: read bandwidth best {:.1f} GB/s, median {:.1f} GB/s\n", cpu_threads(),
-             bandwidth.best_gbs, bandwidth.median_gbs);
+  fmt::print(
+      "threads {}: read bandwidth best {:.1f} GB/s, median {:.1f} GB/s; {:.1f} G f32 FMA/s\n",
+      cpu_threads(), bandwidth.best_gbs, bandwidth.median_gbs, fma_rate / 1e9);
   fmt::print("decode B=1 L={} D={} heads {}/{}\n", kLength, kHeadDim, kHeads, kKvHeads);
-  fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10} {:>10} {:>8} {:>11}\n", "K", "V", "q_len", "bytes",
-             "median us", "best us", "GB/s", "of read BW");
+  fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10} {:>10} {:>8} {:>11} {:>10}\n", "K", "V", "q_len",
+             "bytes", "median us", "best us", "GB/s", "of read BW", "FMA floor");
   for (const auto& r : results) {
-    fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10.0f} {:>10.0f} {:>8.1f} {:>10.0f}%\n",
+    fmt::print("{:>4} {:>4} {:>6} {:>12} {:>10.0f} {:>10.0f} {:>8.1f} {:>10.0f}% {:>10.0f}\n",
                format_name(r.k_format), format_name(r.v_format), r.query_tokens, r.bytes,
-               r.median_us, r.best_us, r.gbs, 100.0 * r.gbs / bandwidth.best_gbs);
+               r.median_us, r.best_us, r.gbs, 100.0 * r.gbs / bandwidth.best_gbs, r.fma_floor_us);
   }
   return 0;
 }
