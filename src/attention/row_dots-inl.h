@@ -49,12 +49,14 @@ HWY_INLINE void dot_rows(D d, const Reader& reader, const std::uint8_t* const* r
       [&](auto&... acc) TD_INLINE_LAMBDA {
         for (int j = begin; j < begin + count; j += kDotStep * lanes) {
           unroll<Rows>([&](auto r) TD_INLINE_LAMBDA {
-            constexpr int kRow = decltype(r)::value;
             with_row_chunks<kDotStep>(
-                d, row_values, kRow, j, [&](const auto&... chunk) TD_INLINE_LAMBDA {
+                d, row_values, decltype(r)::value, j, [&](const auto&... chunk) TD_INLINE_LAMBDA {
                   unroll<kDotStep>([&](auto step) TD_INLINE_LAMBDA {
-                    constexpr int kChunk = decltype(step)::value;
                     unroll<Heads>([&](auto head) TD_INLINE_LAMBDA {
+                      // Named here, not in the enclosing lambdas: clang rejects a constexpr
+                      // local of an enclosing generic lambda in a template argument.
+                      constexpr int kRow = decltype(r)::value;
+                      constexpr int kChunk = decltype(step)::value;
                       constexpr int kHead = decltype(head)::value;
                       const auto query = hn::LoadU(d, q[kHead] + j + kChunk * lanes);
                       auto& sum = pick<kRow * Heads + kHead>(acc...);
