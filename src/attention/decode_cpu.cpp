@@ -174,23 +174,19 @@ void score_block(const DecodeJob& job, const Reader& reader, const Tile& tile, i
   }
 }
 
-// score_block over positions [t, last) for a block of Heads heads, Rows positions at a time,
-// then the rest in blocks of half as many positions.
-template <int Heads, int Rows, class Reader>
-void score_rows(const DecodeJob& job, const Reader& reader, const Tile& tile, int first_head,
-                int t, ItemScratch& scratch) {
-  for (; t + Rows <= tile.last; t += Rows) {
-    score_block<Heads, Rows>(job, reader, tile, first_head, t, scratch);
-  }
-  if constexpr (Rows > 1) score_rows<Heads, Rows / 2>(job, reader, tile, first_head, t, scratch);
-}
-
 // The scores of a block of Heads heads over the tile's positions, kDotSums / Heads positions
-// at a time (fewer heads, more positions: every block keeps kDotSums sums in flight).
+// at a time (fewer heads, more positions: every block keeps kDotSums sums in flight), then
+// the rest one position at a time. (Only two block shapes per head count: each is a large
+// instantiation for every reader and SIMD target.)
 template <int Heads, class Reader>
 void score_heads(const DecodeJob& job, const Reader& reader, const Tile& tile, int first_head,
                  ItemScratch& scratch) {
-  score_rows<Heads, simd::kDotSums / Heads>(job, reader, tile, first_head, tile.first, scratch);
+  constexpr int kRows = simd::kDotSums / Heads;
+  int t = tile.first;
+  for (; t + kRows <= tile.last; t += kRows) {
+    score_block<Heads, kRows>(job, reader, tile, first_head, t, scratch);
+  }
+  for (; t < tile.last; ++t) score_block<Heads, 1>(job, reader, tile, first_head, t, scratch);
 }
 
 // Scores of every active head against the tile's K rows; a head's positions outside its own
