@@ -213,22 +213,23 @@ void check_dot_rows(const Reader& reader, const std::uint8_t* const* rows,
   }
 }
 
-// Rows the dot_rows checks read: as many as the largest block the kernel uses.
-constexpr int kDotRows = 8;
+// Rows the dot_rows checks read: as many as the largest block the kernel uses (one head's).
+constexpr int kDotRows = simd::kDotBlockRows<1>;
+static_assert(kDotRows >= simd::kDotBlockRows<2> && kDotRows >= simd::kDotBlockRows<4>);
 
-// Every block shape the decode kernel uses: 8 rows of one head, kDotSums sums of 2 and 4
-// heads, and one row at a time.
+// Every block shape the decode kernel uses (1, 2 and 4 heads; kDotBlockRows rows, then one row
+// at a time).
 template <class Reader>
 void check_dot_rows_all_shapes(const Reader& reader, const std::uint8_t* const* rows,
                                const std::vector<float>* values, const float* const* q) {
   for (const int begin : {0, kRowLength / 2}) {
     const int count = kRowLength / 2;
     check_dot_rows<1, 1>(reader, rows, values, q, begin, count);
-    check_dot_rows<1, 8>(reader, rows, values, q, begin, count);
+    check_dot_rows<1, simd::kDotBlockRows<1>>(reader, rows, values, q, begin, count);
     check_dot_rows<2, 1>(reader, rows, values, q, begin, count);
-    check_dot_rows<2, 8>(reader, rows, values, q, begin, count);
+    check_dot_rows<2, simd::kDotBlockRows<2>>(reader, rows, values, q, begin, count);
     check_dot_rows<4, 1>(reader, rows, values, q, begin, count);
-    check_dot_rows<4, 4>(reader, rows, values, q, begin, count);
+    check_dot_rows<4, simd::kDotBlockRows<4>>(reader, rows, values, q, begin, count);
   }
 }
 

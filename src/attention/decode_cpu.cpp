@@ -174,17 +174,12 @@ void score_block(const DecodeJob& job, const Reader& reader, const Tile& tile, i
   }
 }
 
-// Positions a score block reads at most: the decoded rows are the bulk of a block's code, and
-// every reader × block shape × SIMD target is one instantiation.
-constexpr int kMaxBlockRows = 8;
-
-// The scores of a block of Heads heads over the tile's positions, kDotSums / Heads positions
-// at a time (fewer heads, more positions: blocks of 2 and 4 heads keep kDotSums sums in
-// flight, one head 8), then the rest one position at a time.
+// The scores of a block of Heads heads over the tile's positions, kDotBlockRows<Heads>
+// positions at a time, then the rest one position at a time.
 template <int Heads, class Reader>
 void score_heads(const DecodeJob& job, const Reader& reader, const Tile& tile, int first_head,
                  ItemScratch& scratch) {
-  constexpr int kRows = std::min(simd::kDotSums / Heads, kMaxBlockRows);
+  constexpr int kRows = simd::kDotBlockRows<Heads>;
   int t = tile.first;
   for (; t + kRows <= tile.last; t += kRows) {
     score_block<Heads, kRows>(job, reader, tile, first_head, t, scratch);

@@ -31,6 +31,12 @@ inline constexpr int kDotStep = 2;
 // a whole vector of lane sums folded at once.
 inline constexpr int kDotSums = 16;
 
+// Rows a score block of Heads heads reads at once: kDotSums / Heads (fewer heads, more rows),
+// at most 8, since decoded rows are the bulk of a block's code and every reader × block shape
+// × SIMD target is one instantiation.
+template <int Heads>
+inline constexpr int kDotBlockRows = kDotSums / Heads < 8 ? kDotSums / Heads : 8;
+
 // dots[r·Heads + h] = Σ_{j in [begin, begin + count)} q[h][j] · row_r[j] for Heads query rows
 // against Rows stored rows: each row chunk is read once for all heads, kDotStep at a time
 // (with_row_chunks). Every (row, head) sum is one chain of fused multiply-adds in element
