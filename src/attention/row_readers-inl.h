@@ -130,12 +130,16 @@ constexpr RunPattern<Lanes> run_pattern() {
 }
 
 // The run's Bytes bytes at `run`, and no byte beyond them, in the low bytes of every 128-bit
-// block of a vector of Bytes <= 16 bytes. AVX-512 loads them masked and copies the block (two
-// operations); AVX2 builds them from two integers.
+// block of a vector of Bytes <= 16 bytes. AVX-512 broadcasts a run of 8 bytes (16 4-bit codes)
+// in its load, and loads others masked and copies the block (two operations); AVX2 builds them
+// from two integers.
 template <int Bytes, class D8>
 HWY_INLINE hn::Vec<D8> run_in_every_block(D8 d8, const std::uint8_t* run) {
   static_assert(Bytes <= 16);
 #if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D8()) == 64 && Bytes == 8) {
+    return hn::Vec<D8>{_mm512_set1_epi64(static_cast<long long>(little_endian_bytes<8>(run)))};
+  }
   if constexpr (hn::MaxLanes(D8()) == 64) {
     const __m128i block = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << Bytes) - 1), run);
     return hn::Vec<D8>{_mm512_broadcast_i32x4(block)};
@@ -163,7 +167,7 @@ inline constexpr bool kLookupIgnoresHighBits =
 // in-block byte shuffle moves the two bytes code i starts in to the low half of lane i, and a
 // shift by lane leaves the code in the low Bits bits. AVX2 then masks them (6 vector operations
 // for 16 codes; two groups, below, take 11); on AVX-512 the lookup ignores the bits above, so
-// 16 codes take a masked load and three operations.
+// 16 codes take a load and three operations (4-bit codes: two).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t* row, int j) {
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(D()));
