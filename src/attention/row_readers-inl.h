@@ -110,36 +110,51 @@ HWY_INLINE hn::Vec<D64> group_codes(D64 d64, const std::uint8_t* row, int first)
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-// Lane i of load_run_codes: the bytes to pick (byte (i·Bits)/8 and the next, then any byte of
-// the block above them) and the shift, (i·Bits) mod 8.
+// Lane i of load_run_codes, for a run that starts at byte Skew of each block: the bytes to
+// pick (byte Skew + (i·Bits)/8 and the next, then any byte of the block above them) and the
+// shift, (i·Bits) mod 8.
 template <int Lanes>
 struct RunPattern {
   alignas(64) std::uint8_t pick[4 * Lanes];
   alignas(64) std::uint32_t shift[Lanes];
 };
 
-template <int Bits, int Lanes>
+template <int Bits, int Lanes, int Skew>
 constexpr RunPattern<Lanes> run_pattern() {
   RunPattern<Lanes> t{};
   for (int i = 0; i < Lanes; ++i) {
-    const int first = i * Bits / 8;
+    const int first = Skew + i * Bits / 8;
     for (int b = 0; b < 4; ++b) t.pick[4 * i + b] = static_cast<std::uint8_t>(first + (b > 0));
     t.shift[i] = static_cast<std::uint32_t>(i * Bits % 8);
   }
   return t;
 }
 
+#if HWY_TARGET <= HWY_AVX3
+// A run of Bytes <= 8 bytes in bytes [8 − Bytes, 8) of every 64-bit lane of an AVX-512 vector,
+// in one broadcast load: of the 8 bytes that end where the run does, which lie within the row
+// when the run is not its first (a row's first two runs fill at least 8 bytes); a row's first
+// run reads the 8 bytes that start with it instead and moves them up in each 128-bit block
+// (one more operation). No byte outside the row is read.
+template <int Bytes>
+HWY_INLINE __m512i run_at_word_end(const std::uint8_t* run, bool first_of_row) {
+  static_assert(Bytes <= 8 && 2 * Bytes >= 8);
+  const auto word = [](const std::uint8_t* start) {
+    return _mm512_set1_epi64(static_cast<long long>(little_endian_bytes<8>(start)));
+  };
+  if constexpr (Bytes == 8) return word(run);
+  if (first_of_row) return _mm512_bslli_epi128(word(run), 8 - Bytes);
+  return word(run + Bytes - 8);
+}
+#endif
+
 // The run's Bytes bytes at `run`, and no byte beyond them, in the low bytes of every 128-bit
-// block of a vector of Bytes <= 16 bytes. AVX-512 broadcasts a run of 8 bytes (16 4-bit codes)
-// in its load, and loads others masked and copies the block (two operations); AVX2 builds them
-// from two integers.
+// block of a vector of Bytes <= 16 bytes. AVX-512 loads them masked and copies the block (two
+// operations); AVX2 builds them from two integers.
 template <int Bytes, class D8>
 HWY_INLINE hn::Vec<D8> run_in_every_block(D8 d8, const std::uint8_t* run) {
   static_assert(Bytes <= 16);
 #if HWY_TARGET <= HWY_AVX3
-  if constexpr (hn::MaxLanes(D8()) == 64 && Bytes == 8) {
-    return hn::Vec<D8>{_mm512_set1_epi64(static_cast<long long>(little_endian_bytes<8>(run)))};
-  }
   if constexpr (hn::MaxLanes(D8()) == 64) {
     const __m128i block = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << Bytes) - 1), run);
     return hn::Vec<D8>{_mm512_broadcast_i32x4(block)};
@@ -159,23 +174,36 @@ HWY_INLINE hn::Vec<D8> run_in_every_block(D8 d8, const std::uint8_t* run) {
 // Whether lookup_codes reads only a code's low Bits bits, so that the codes it is given may
 // carry other bits above them: true for the AVX-512 permutes (they index by the low bits).
 template <class D>
-inline constexpr bool kLookupIgnoresHighBits =
-    (HWY_TARGET <= HWY_AVX3) && hn::MaxLanes(D()) == 16;
+inline constexpr bool kLookupIgnoresHighBits = (HWY_TARGET <= HWY_AVX3) && hn::MaxLanes(D()) == 16;
 
 // The codes of elements [j, j + 8) (AVX2) or [j, j + 16) (AVX-512) of a 3- to 6-bit row as i32
-// lanes: the run's Lanes(d)·Bits/8 bytes in every 128-bit block (run_in_every_block); one
-// in-block byte shuffle moves the two bytes code i starts in to the low half of lane i, and a
-// shift by lane leaves the code in the low Bits bits. AVX2 then masks them (6 vector operations
-// for 16 codes; two groups, below, take 11); on AVX-512 the lookup ignores the bits above, so
-// 16 codes take a load and three operations (4-bit codes: two).
+// lanes: the run's Lanes(d)·Bits/8 bytes in every 128-bit block (run_in_every_block; on
+// AVX-512 runs of at most 8 bytes, 3- and 4-bit codes, run_at_word_end); one in-block byte
+// shuffle moves the two bytes code i starts in to the low half of lane i, and a shift by lane
+// leaves the code in the low Bits bits. AVX2 then masks them (6 vector operations for 16
+// codes; two groups, below, take 11); on AVX-512 the lookup ignores the bits above, so 16
+// codes take a load and three operations (3- and 4-bit codes: a broadcast load and two).
 template <int Bits, class D>
 HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t* row, int j) {
   constexpr int kLanes = static_cast<int>(hn::MaxLanes(D()));
   static_assert(kLanes == 8 || kLanes == 16);
+  constexpr int kBytes = kLanes * Bits / 8;
   const hn::RebindToUnsigned<D> du;
   const hn::Repartition<std::uint8_t, decltype(du)> d8;
-  const auto bytes = run_in_every_block<kLanes * Bits / 8>(d8, row + j / 8 * Bits);
-  static constexpr RunPattern<kLanes> kPattern = run_pattern<Bits, kLanes>();
+  const std::uint8_t* run = row + j / 8 * Bits;
+#if HWY_TARGET <= HWY_AVX3
+  constexpr bool kWordRun = kLanes == 16 && kBytes <= 8;
+#else
+  constexpr bool kWordRun = false;
+#endif
+  constexpr int kSkew = kWordRun ? 8 - kBytes : 0;
+  const auto bytes = [&] {
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (kWordRun) return hn::Vec<decltype(d8)>{run_at_word_end<kBytes>(run, j == 0)};
+#endif
+    return run_in_every_block<kBytes>(d8, run);
+  }();
+  static constexpr RunPattern<kLanes> kPattern = run_pattern<Bits, kLanes, kSkew>();
   const auto pairs = hn::BitCast(du, hn::TableLookupBytes(bytes, hn::Load(d8, kPattern.pick)));
   auto codes = pairs >> hn::Load(du, kPattern.shift);
   if constexpr (!kLookupIgnoresHighBits<D>) {
