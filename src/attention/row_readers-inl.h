@@ -199,9 +199,13 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> load_run_codes(D d, const std::uint8_t
   constexpr int kSkew = kWordRun ? 8 - kBytes : 0;
   const auto bytes = [&] {
 #if HWY_TARGET <= HWY_AVX3
-    if constexpr (kWordRun) return hn::Vec<decltype(d8)>{run_at_word_end<kBytes>(run, j == 0)};
+    if constexpr (kWordRun) {
+      return hn::Vec<decltype(d8)>{run_at_word_end<kBytes>(run, j == 0)};
+    } else
 #endif
-    return run_in_every_block<kBytes>(d8, run);
+    {
+      return run_in_every_block<kBytes>(d8, run);
+    }
   }();
   static constexpr RunPattern<kLanes> kPattern = run_pattern<Bits, kLanes, kSkew>();
   const auto pairs = hn::BitCast(du, hn::TableLookupBytes(bytes, hn::Load(d8, kPattern.pick)));
