@@ -144,30 +144,47 @@ __device__ __forceinline__ LaneWords<D, kWide> fetch_words(const TokenRows& inpu
   return w;
 }
 
-// Writes one K or V row at `at`: F16, FP8 codes with a scale, or TurboQuant-HB codes with norms
-// (`buckets`: that format's table; `signs`: the lane's rotation signs).
-template <int D, bool kWide>
-__device__ __forceinline__ void write_row(const AppendLaunch& p, const RowTarget& t,
-                                          const StorageRow& at, const LaneWords<D, kWide>& in,
-                                          DType dtype, const CacheRows& cache,
-                                          const code_buckets::CodeBucket* buckets, float* scratch,
-                                          int lane, unsigned signs) {
+// Writes one K or V row: F16, FP8 codes with a scale, or TurboQuant-HB codes with norms
+// (`buckets`: that format's table; `signs`: the lane's rotation signs), at the place `place()`
+// returns, which it asks for only once the row is encoded: a block table entry still on its
+// way arrives while the row is encoded. Returns that place; a row at no place (block −1) is
+// not stored.
+template <int D, bool kWide, class Place>
+__device__ __forceinline__ StorageRow write_row(const AppendLaunch& p, const RowTarget& t,
+                                                const Place& place, const LaneWords<D, kWide>& in,
+                                                DType dtype, const CacheRows& cache,
+                                                const code_buckets::CodeBucket* buckets,
+                                                float* scratch, int lane, unsigned signs) {
   float v[warp_row::kPerLane<D>];
   warp_row::widen_lane_words(in.words, dtype, v);
-  unsigned char* destination = cache.row(t.head, at);
   switch (cache.encoding.kind) {
-    case RowKind::f16:
-      warp_row::store_lane_f16(v, destination, lane, p.vectorised);
-      return;
-    case RowKind::fp8:
-      warp_row::encode_fp8<D>(v, lane, destination, cache.row_norms(t.head, at), p.vectorised);
-      return;
-    case RowKind::tq:
+    case RowKind::f16: {
+      const StorageRow at = place();
+      if (at.block >= 0) warp_row::store_lane_f16(v, cache.row(t.head, at), lane, p.vectorised);
+      return at;
+    }
+    case RowKind::fp8: {
+      const warp_row::Fp8LaneCodes<D> codes = warp_row::encode_fp8<D>(v);
+      const StorageRow at = place();
+      if (at.block >= 0) {
+        warp_row::store_fp8<D>(codes, lane, cache.row(t.head, at), cache.row_norms(t.head, at),
+                               p.vectorised);
+      }
+      return at;
+    }
+    case RowKind::tq: {
       warp_row::rotate_forward<D>(v, lane, signs);
-      warp_row::encode_rotated<D>(v, cache.encoding.bits, p.scale_factor_d512, buckets, scratch,
-                                  lane, destination, cache.row_norms(t.head, at), p.vectorised);
-      return;
+      const warp_row::TqLaneCodes<D> codes = warp_row::encode_rotated<D>(
+          v, cache.encoding.bits, p.scale_factor_d512, buckets, scratch, lane);
+      const StorageRow at = place();
+      if (at.block >= 0) {
+        warp_row::store_rotated<D>(codes, cache.encoding.bits, scratch, lane, cache.row(t.head, at),
+                                   cache.row_norms(t.head, at), p.vectorised);
+      }
+      return at;
+    }
   }
+  return place();
 }
 
 // The grid's warps split the rows evenly: warp g takes `per_warp` rows, one more if g < `extra`,
@@ -215,21 +232,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
   for (int row = begin; row < end; ++row) {
     const bool more = row + 1 < end;
     const RowTarget target = next;
-    const StorageRow at = storage_row(p.addressing.locate_in_block(target.block, target.logical));
     const bool new_token = more && step(p, next);
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
-    if (at.block >= 0) {
-      write_row<D>(p, target, at, v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane,
-                   signs);
-    }
+    const StorageRow at = write_row<D>(
+        p, target,
+        [&] { return storage_row(p.addressing.locate_in_block(target.block, target.logical)); },
+        v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane, signs);
     if (new_token) find_block(p, next);
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
-    if (at.block >= 0) {
-      write_row<D>(p, target, at, k_words, p.k_in.dtype, p.k_cache, buckets[0], scratch[warp], lane,
-                   signs);
-    }
+    write_row<D>(
+        p, target, [&] { return at; }, k_words, p.k_in.dtype, p.k_cache, buckets[0], scratch[warp],
+        lane, signs);
   }
 }
 

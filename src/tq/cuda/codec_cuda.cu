@@ -61,13 +61,16 @@ __global__ void __launch_bounds__(kThreads) encode_rows_kernel(const CodecLaunch
     warp_row::load_lane_values(p.values.row(r), p.values_dtype, p.vectorised, lane, v);
     auto* side_values = reinterpret_cast<float*>(p.norms.row(r));
     if (!tq) {
-      warp_row::encode_fp8<D>(v, lane, p.codes.row(r), side_values, p.vectorised);
+      warp_row::store_fp8<D>(warp_row::encode_fp8<D>(v), lane, p.codes.row(r), side_values,
+                             p.vectorised);
       continue;
     }
     warp_row::rotate_forward<D>(v, lane, signs);
-    warp_row::encode_rotated<D>(v, p.encoding.bits, p.scale_factor_d512, buckets,
-                                scratch[warp_index()], lane, p.codes.row(r), side_values,
-                                p.vectorised);
+    float* scratch_row = scratch[warp_index()];
+    warp_row::store_rotated<D>(warp_row::encode_rotated<D>(v, p.encoding.bits, p.scale_factor_d512,
+                                                           buckets, scratch_row, lane),
+                               p.encoding.bits, scratch_row, lane, p.codes.row(r), side_values,
+                               p.vectorised);
   }
 }
 

@@ -305,38 +305,54 @@ __device__ __forceinline__ void store_codes(const int (&code)[kPerLane<D>], int 
   __syncwarp();  // the caller may reuse `scratch` for the next row
 }
 
-// Encodes this warp's rotated row y: the lane's codes go to `codes` (the row's first byte),
-// the row's norms to `norms` from lane 0. `buckets` is the bucket table of `bits`-bit codes
+// A row encoded in registers, not yet stored: this lane's codes and the row's norms.
+template <int D>
+struct TqLaneCodes {
+  int code[kPerLane<D>];
+  float norms[kNormsPerRow<D>];
+};
+
+// Encodes this warp's rotated row y. `buckets` is the bucket table of `bits`-bit codes
 // (tq_tables::fill_code_buckets); `scratch` is this warp's D floats of shared memory.
 template <int D>
-__device__ __forceinline__ void encode_rotated(const float (&y)[kPerLane<D>], int bits,
-                                               float scale_factor_d512,
-                                               const code_buckets::CodeBucket* buckets,
-                                               float* scratch, int lane, unsigned char* codes,
-                                               float* norms, bool vectorised) {
+__device__ __forceinline__ TqLaneCodes<D> encode_rotated(const float (&y)[kPerLane<D>], int bits,
+                                                         float scale_factor_d512,
+                                                         const code_buckets::CodeBucket* buckets,
+                                                         float* scratch, int lane) {
   constexpr int E = kPerLane<D>;
+  TqLaneCodes<D> out;
   float sums[kNormsPerRow<D>];
   segment_sums_of_squares<D>(y, scratch, lane, sums);
   float factor;
   if constexpr (D == 256) {
-    const float norm = tq::d256_norm(sums[0]);
-    factor = tq::d256_encode_scale(norm);
-    if (lane == 0) norms[0] = norm;
+    out.norms[0] = tq::d256_norm(sums[0]);
+    factor = tq::d256_encode_scale(out.norms[0]);
   } else {
-    const float low = tq::d512_half_norm(sums[0]);
-    const float high = tq::d512_half_norm(sums[1]);
+    out.norms[0] = tq::d512_half_norm(sums[0]);
+    out.norms[1] = tq::d512_half_norm(sums[1]);
     // A lane's E elements lie in one half: lanes 0..15 the first, 16..31 the second.
-    factor = tq::d512_encode_scale(lane < kLanes / 2 ? low : high, scale_factor_d512);
-    if (lane == 0) {
-      norms[0] = low;
-      norms[1] = high;
-    }
+    factor = tq::d512_encode_scale(lane < kLanes / 2 ? out.norms[0] : out.norms[1],
+                                   scale_factor_d512);
   }
   const code_buckets::BucketGrid grid = code_buckets::grid_for_bits(bits);
-  int code[E];
 #pragma unroll
-  for (int r = 0; r < E; ++r) code[r] = code_buckets::code_in_buckets(y[r] * factor, buckets, grid);
-  store_codes<D>(code, bits, scratch, lane, codes, vectorised);
+  for (int r = 0; r < E; ++r) {
+    out.code[r] = code_buckets::code_in_buckets(y[r] * factor, buckets, grid);
+  }
+  return out;
+}
+
+// Stores an encoded row: the lane's codes to `codes` (the row's first byte), the norms to
+// `norms` from lane 0.
+template <int D>
+__device__ __forceinline__ void store_rotated(const TqLaneCodes<D>& row, int bits, float* scratch,
+                                              int lane, unsigned char* codes, float* norms,
+                                              bool vectorised) {
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < kNormsPerRow<D>; ++s) norms[s] = row.norms[s];
+  }
+  store_codes<D>(row.code, bits, scratch, lane, codes, vectorised);
 }
 
 // This lane's E decoded (rotated-basis) values of a row: centroid × the segment's decode scale.
@@ -374,25 +390,38 @@ __device__ __forceinline__ void decode_lane(const unsigned char* codes, const fl
 
 // ---- FP8 E4M3 rows (SPEC §1.6): not rotated, one scale per row. ----
 
-// Encodes this warp's row x: codes to `codes` (the row's first byte), the scale to `scale` from
-// lane 0. The largest magnitude comes from a warp max, which no order of reduction changes (and
-// which skips NaN, as fmaxf does), so the scale and every code equal the CPU backend's.
+// An FP8 row encoded in registers: this lane's codes, four to a word, and the row's scale.
 template <int D>
-__device__ __forceinline__ void encode_fp8(const float (&x)[kPerLane<D>], int lane,
-                                           unsigned char* codes, float* scale, bool vectorised) {
+struct Fp8LaneCodes {
+  unsigned words[kPerLane<D> / 4];
+  float scale;
+};
+
+// Encodes this warp's row x. The largest magnitude comes from a warp max, which no order of
+// reduction changes (and which skips NaN, as fmaxf does), so the scale and every code equal the
+// CPU backend's.
+template <int D>
+__device__ __forceinline__ Fp8LaneCodes<D> encode_fp8(const float (&x)[kPerLane<D>]) {
   constexpr int E = kPerLane<D>;
   float amax = 0.0f;
 #pragma unroll
   for (int r = 0; r < E; ++r) amax = fmaxf(amax, fabsf(x[r]));
   amax = warp_max(amax);
-  const float row_scale = fp8::row_scale(amax);
-  if (lane == 0) *scale = row_scale;
-  unsigned words[E / 4] = {};
+  Fp8LaneCodes<D> out{{}, fp8::row_scale(amax)};
 #pragma unroll
   for (int r = 0; r < E; ++r) {
-    words[r / 4] |= static_cast<unsigned>(fp8::encode(x[r], row_scale)) << (8 * (r % 4));
+    out.words[r / 4] |= static_cast<unsigned>(fp8::encode(x[r], out.scale)) << (8 * (r % 4));
   }
-  store_words<E / 4>(codes + lane * E, words, vectorised);
+  return out;
+}
+
+// Stores an encoded row: codes to `codes` (the row's first byte), the scale to `scale` from
+// lane 0.
+template <int D>
+__device__ __forceinline__ void store_fp8(const Fp8LaneCodes<D>& row, int lane,
+                                          unsigned char* codes, float* scale, bool vectorised) {
+  if (lane == 0) *scale = row.scale;
+  store_words<kPerLane<D> / 4>(codes + lane * kPerLane<D>, row.words, vectorised);
 }
 
 // This lane's E decoded values of an FP8 row: scale × the E4M3 value.
