@@ -44,13 +44,19 @@ struct RowAddressing {
     return block_table[slot * table_slot_stride + (logical >> page_shift) * table_page_stride];
   }
 
+  // The blocks of the storage: pages, or slots.
+  TD_HOST_DEVICE std::int64_t blocks() const { return paged ? pages : slots; }
+
+  // The row within its block of a logical row (a valid one).
+  TD_HOST_DEVICE std::int64_t row_in_block(std::int64_t logical) const {
+    return paged ? logical & ((std::int64_t{1} << page_shift) - 1) : logical;
+  }
+
   // The storage row of a logical row in `block` (from block_of), or block −1 where that block
   // is not one of the cache's.
   TD_HOST_DEVICE RowLocation locate_in_block(std::int64_t block, std::int64_t logical) const {
-    if (block < 0) return {-1, 0};
-    if (!paged) return {block, logical};
-    if (block >= pages) return {-1, 0};
-    return {block, logical & ((std::int64_t{1} << page_shift) - 1)};
+    if (block < 0 || block >= blocks()) return {-1, 0};
+    return {block, row_in_block(logical)};
   }
 
   TD_HOST_DEVICE RowLocation locate(std::int32_t slot, std::int32_t position) const {

@@ -46,10 +46,6 @@ struct StorageRow {
   int block, row;
 };
 
-__device__ __forceinline__ StorageRow storage_row(const cache::RowLocation& at) {
-  return {static_cast<int>(at.block), static_cast<int>(at.row)};
-}
-
 // The K or V half of the cache: rows [blocks, heads, block_rows, ...] with byte strides, and
 // side values (norms or scales) [blocks, heads, block_rows, n] with element strides (absent for
 // F16 rows). Blocks are slots or pages (cache/row_location.h).
@@ -81,17 +77,19 @@ struct AppendLaunch {
   // them, so a bad index (or table entry) never writes, and a row that names nothing the cache
   // holds writes nothing.
   cache::RowAddressing addressing;
+  unsigned blocks;  // addressing.blocks(): the bound of each row's block check
   float scale_factor_d512;
   bool vectorised;
 };
 
-// Where a (token, head) row goes: the token's slot and position as loaded, then its logical row
-// and block (the block table entry of a paged cache) once those have arrived. The storage row
-// is decided only when the row is written, so each load completes while earlier work runs.
+// Where a (token, head) row goes: the token's slot and position as loaded, then its row within
+// its block and the block (the block table entry of a paged cache) once those have arrived,
+// once per token. The storage row is decided only when the row is written, so each load
+// completes while earlier work runs.
 struct RowTarget {
   int token, head;
   int slot, position;
-  int logical, block;
+  int row, block;
 };
 
 __device__ __forceinline__ void load_indices(const AppendLaunch& p, RowTarget& t) {
@@ -111,8 +109,14 @@ __device__ __forceinline__ RowTarget first_target(const AppendLaunch& p, int row
 // below 2^31) do too.
 __device__ __forceinline__ void find_block(const AppendLaunch& p, RowTarget& t) {
   const std::int64_t logical = p.addressing.logical_row(t.position);
-  t.logical = static_cast<int>(logical);
+  t.row = static_cast<int>(p.addressing.row_in_block(logical));
   t.block = static_cast<int>(p.addressing.block_of(t.slot, logical));
+}
+
+// The storage row of a target, block −1 where its block is none of the cache's `blocks` (an
+// unknown slot or position, or a table entry naming no page).
+__device__ __forceinline__ StorageRow storage_row(const RowTarget& t, unsigned blocks) {
+  return {static_cast<unsigned>(t.block) < blocks ? t.block : -1, t.row};
 }
 
 // The row after t: the next head of the same token, whose slot, position and block it keeps,
@@ -236,9 +240,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<D, kWide>)
     const LaneWords<D, kWide> v_words = v_next;
     if (more) v_next = fetch_words<D, kWide>(p.v_in, next, p.vectorised, lane);
     const StorageRow at = write_row<D>(
-        p, target,
-        [&] { return storage_row(p.addressing.locate_in_block(target.block, target.logical)); },
-        v_words, p.v_in.dtype, p.v_cache, buckets[1], scratch[warp], lane, signs);
+        p, target, [&] { return storage_row(target, p.blocks); }, v_words, p.v_in.dtype, p.v_cache,
+        buckets[1], scratch[warp], lane, signs);
     if (new_token) find_block(p, next);
     const LaneWords<D, kWide> k_words = k_next;
     if (more) k_next = fetch_words<D, kWide>(p.k_in, next, p.vectorised, lane);
@@ -308,6 +311,7 @@ void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& 
   const std::int64_t rows = k.shape[0] * c.n_kv_heads;
   check_arg(rows < kMaxRows, "k",
             "must hold fewer than " + std::to_string(kMaxRows) + " rows (tokens × KV heads)");
+  const cache::RowAddressing addressing = cache::row_addressing(cache);
   const AppendLaunch p{token_rows(k),
                        token_rows(v),
                        cache_rows(cache.k, cache.k_norms, c.k_format),
@@ -318,7 +322,8 @@ void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& 
                        positions.strides[0],
                        static_cast<int>(rows),
                        c.n_kv_heads,
-                       cache::row_addressing(cache),
+                       addressing,
+                       static_cast<unsigned>(addressing.blocks()),
                        c.scale_factor_d512,
                        allows_vector_access(k) && allows_vector_access(v) &&
                            allows_vector_access(cache.k) && allows_vector_access(cache.v)};
