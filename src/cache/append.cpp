@@ -35,15 +35,14 @@ std::vector<std::int64_t> checked_blocks(const KvCacheView& cache, const cache::
   if (!a.paged) return {slots.begin(), slots.end()};
   std::vector<std::int64_t> offsets;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    offsets.push_back(slots[i] * a.table_slot_stride +
-                      (logical[i] >> a.page_shift) * a.table_page_stride);
+    offsets.push_back(a.table_row(slots[i]) + a.table_column(logical[i]));
   }
   const std::vector<std::int32_t> entries =
       read_elements_to_host(cache.block_table, offsets, stream);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     check_arg(entries[i] >= 0 && entries[i] < c.pages, "cache.block_table",
               "entry [" + std::to_string(slots[i]) + "][" +
-                  std::to_string(logical[i] >> a.page_shift) + "] is " +
+                  std::to_string(a.table_column(logical[i])) + "] is " +
                   std::to_string(entries[i]) + ", must name a page in [0, pages = " +
                   std::to_string(c.pages) + ") (token " + std::to_string(i) + ")");
   }

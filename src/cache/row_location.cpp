@@ -14,8 +14,7 @@ RowAddressing row_addressing(const KvCacheView& cache) {
           c.kind == LayerKind::ring,
           paged,
           paged ? cache.block_table.as<const std::int32_t>() : nullptr,
-          paged ? cache.block_table.strides[0] : 0,
-          paged ? cache.block_table.strides[1] : 0};
+          paged ? cache.block_table.strides[0] : 0};
 }
 
 StorageGrid storage_grid(const KvCacheConfig& config) {

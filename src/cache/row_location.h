@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/host_device.h"
 #include "turbodecode/kv_cache.h"
@@ -23,8 +24,8 @@ struct RowAddressing {
   std::int64_t slots, capacity, pages;
   int page_shift;  // log2(page_size); unused by a contiguous cache
   bool ring, paged;
-  const std::int32_t* block_table;  // host or device memory, as the cache's
-  std::int64_t table_slot_stride, table_page_stride;
+  const std::int32_t* block_table;  // host or device memory, as the cache's; rows contiguous
+  std::int64_t table_slot_stride;
 
   // The logical row of a position, or −1 for a negative one or one past a linear cache. Only
   // a ring wraps, and a position at or past the capacity then means the capacity fits 32 bits,
@@ -36,16 +37,35 @@ struct RowAddressing {
     return static_cast<std::uint32_t>(position) % static_cast<std::uint32_t>(capacity);
   }
 
+  // A paged cache's block table entry for a logical row of a slot (both valid) is entry
+  // table_column(logical) of the slot's table row, whose entries are contiguous (validated).
+  // The column is a 32-bit value (logical rows are below 2^31), so a device finds the entry's
+  // address with one wide multiply-add from the row's.
+  TD_HOST_DEVICE std::int64_t table_row(std::int32_t slot) const {
+    return slot * table_slot_stride;
+  }
+  TD_HOST_DEVICE std::uint32_t table_column(std::int64_t logical) const {
+    return static_cast<std::uint32_t>(logical) >> page_shift;
+  }
+
   // The block holding a logical row of a slot (its block table entry when paged), or −1 for
   // an unknown slot or a row that names none. Reads the block table: the one dependent load.
   TD_HOST_DEVICE std::int64_t block_of(std::int32_t slot, std::int64_t logical) const {
     if (slot < 0 || slot >= slots || logical < 0) return -1;
     if (!paged) return slot;
-    return block_table[slot * table_slot_stride + (logical >> page_shift) * table_page_stride];
+    return (block_table + table_row(slot))[table_column(logical)];
   }
 
   // The blocks of the storage: pages, or slots.
   TD_HOST_DEVICE std::int64_t blocks() const { return paged ? pages : slots; }
+
+  // Whether `block` is one of `count` blocks (count = blocks(); a negative block is none): one
+  // unsigned compare, the rule for every caller (the CUDA append compares 32-bit values).
+  template <class Int>
+  TD_HOST_DEVICE static bool names_block(Int block, Int count) {
+    return static_cast<std::make_unsigned_t<Int>>(block) <
+           static_cast<std::make_unsigned_t<Int>>(count);
+  }
 
   // The row within its block of a logical row (a valid one).
   TD_HOST_DEVICE std::int64_t row_in_block(std::int64_t logical) const {
@@ -55,7 +75,7 @@ struct RowAddressing {
   // The storage row of a logical row in `block` (from block_of), or block −1 where that block
   // is not one of the cache's.
   TD_HOST_DEVICE RowLocation locate_in_block(std::int64_t block, std::int64_t logical) const {
-    if (block < 0 || block >= blocks()) return {-1, 0};
+    if (!names_block(block, blocks())) return {-1, 0};
     return {block, row_in_block(logical)};
   }
 
