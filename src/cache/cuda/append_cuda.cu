@@ -24,7 +24,9 @@ constexpr int kParts = 2;  // K and V: bucket tables [0] and [1]
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * warp_row::kLanes;
 // Blocks per SM each kernel variant is built for: the most its registers allow without spills
-// (-Xptxas -v); left to itself the compiler may take a few more registers and lose a block.
+// (-Xptxas -v) but for the D 512 16-bit-input variant, which spills one register (reloaded
+// once per packed-code row) rather than lose a block; left to itself the compiler may take a
+// few more registers and lose a block.
 template <int D, bool kWide>
 inline constexpr int kMinBlocksPerSm = D == 256 ? 4 : (kWide ? 2 : 3);
 // Row indices are 32-bit; no device holds the inputs of this many rows.
@@ -77,7 +79,7 @@ struct AppendLaunch {
   // them, so a bad index (or table entry) never writes, and a row that names nothing the cache
   // holds writes nothing.
   cache::RowAddressing addressing;
-  unsigned blocks;  // addressing.blocks(): the bound of each row's block check
+  int blocks;  // addressing.blocks(), the bound of each row's block check, in 32 bits
   float scale_factor_d512;
   bool vectorised;
 };
@@ -115,8 +117,8 @@ __device__ __forceinline__ void find_block(const AppendLaunch& p, RowTarget& t) 
 
 // The storage row of a target, block −1 where its block is none of the cache's `blocks` (an
 // unknown slot or position, or a table entry naming no page).
-__device__ __forceinline__ StorageRow storage_row(const RowTarget& t, unsigned blocks) {
-  return {static_cast<unsigned>(t.block) < blocks ? t.block : -1, t.row};
+__device__ __forceinline__ StorageRow storage_row(const RowTarget& t, int blocks) {
+  return {cache::RowAddressing::names_block(t.block, blocks) ? t.block : -1, t.row};
 }
 
 // The row after t: the next head of the same token, whose slot, position and block it keeps,
@@ -161,34 +163,29 @@ __device__ __forceinline__ StorageRow write_row(const AppendLaunch& p, const Row
                                                 float* scratch, int lane, unsigned signs) {
   float v[warp_row::kPerLane<D>];
   warp_row::widen_lane_words(in.words, dtype, v);
-  switch (cache.encoding.kind) {
-    case RowKind::f16: {
-      const StorageRow at = place();
-      if (at.block >= 0) warp_row::store_lane_f16(v, cache.row(t.head, at), lane, p.vectorised);
-      return at;
-    }
-    case RowKind::fp8: {
-      const warp_row::Fp8LaneCodes<D> codes = warp_row::encode_fp8<D>(v);
-      const StorageRow at = place();
-      if (at.block >= 0) {
-        warp_row::store_fp8<D>(codes, lane, cache.row(t.head, at), cache.row_norms(t.head, at),
-                               p.vectorised);
-      }
-      return at;
-    }
-    case RowKind::tq: {
-      warp_row::rotate_forward<D>(v, lane, signs);
-      const warp_row::TqLaneCodes<D> codes = warp_row::encode_rotated<D>(
-          v, cache.encoding.bits, p.scale_factor_d512, buckets, scratch, lane);
-      const StorageRow at = place();
-      if (at.block >= 0) {
-        warp_row::store_rotated<D>(codes, cache.encoding.bits, scratch, lane, cache.row(t.head, at),
-                                   cache.row_norms(t.head, at), p.vectorised);
-      }
-      return at;
-    }
+  if (cache.encoding.kind == RowKind::f16) {
+    const StorageRow at = place();
+    if (at.block >= 0) warp_row::store_lane_f16(v, cache.row(t.head, at), lane, p.vectorised);
+    return at;
   }
-  return place();
+  if (cache.encoding.kind == RowKind::fp8) {
+    const warp_row::Fp8LaneCodes<D> codes = warp_row::encode_fp8<D>(v);
+    const StorageRow at = place();
+    if (at.block >= 0) {
+      warp_row::store_fp8<D>(codes, lane, cache.row(t.head, at), cache.row_norms(t.head, at),
+                             p.vectorised);
+    }
+    return at;
+  }
+  warp_row::rotate_forward<D>(v, lane, signs);  // TurboQuant-HB
+  const warp_row::TqLaneCodes<D> codes = warp_row::encode_rotated<D>(
+      v, cache.encoding.bits, p.scale_factor_d512, buckets, scratch, lane);
+  const StorageRow at = place();
+  if (at.block >= 0) {
+    warp_row::store_rotated<D>(codes, cache.encoding.bits, scratch, lane, cache.row(t.head, at),
+                               cache.row_norms(t.head, at), p.vectorised);
+  }
+  return at;
 }
 
 // The grid's warps split the rows evenly: warp g takes `per_warp` rows, one more if g < `extra`,
@@ -323,7 +320,7 @@ void append_kv(const KvCacheView& cache, const TensorView& k, const TensorView& 
                        static_cast<int>(rows),
                        c.n_kv_heads,
                        addressing,
-                       static_cast<unsigned>(addressing.blocks()),
+                       static_cast<int>(addressing.blocks()),
                        c.scale_factor_d512,
                        allows_vector_access(k) && allows_vector_access(v) &&
                            allows_vector_access(cache.k) && allows_vector_access(cache.v)};
