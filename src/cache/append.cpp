@@ -35,7 +35,7 @@ std::vector<std::int64_t> checked_blocks(const KvCacheView& cache, const cache::
   if (!a.paged) return {slots.begin(), slots.end()};
   std::vector<std::int64_t> offsets;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    offsets.push_back(a.table_row(slots[i]) + a.table_column(logical[i]));
+    offsets.push_back(a.table_offset(slots[i], logical[i]));
   }
   const std::vector<std::int32_t> entries =
       read_elements_to_host(cache.block_table, offsets, stream);

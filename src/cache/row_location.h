@@ -37,15 +37,15 @@ struct RowAddressing {
     return static_cast<std::uint32_t>(position) % static_cast<std::uint32_t>(capacity);
   }
 
-  // A paged cache's block table entry for a logical row of a slot (both valid) is entry
-  // table_column(logical) of the slot's table row, whose entries are contiguous (validated).
-  // The column is a 32-bit value (logical rows are below 2^31), so a device finds the entry's
-  // address with one wide multiply-add from the row's.
-  TD_HOST_DEVICE std::int64_t table_row(std::int32_t slot) const {
-    return slot * table_slot_stride;
-  }
+  // A paged cache's block table entry for a logical row of a slot (both valid): entry
+  // table_column(logical) of the slot's table row, whose entries are contiguous (validated),
+  // as an element offset. The column is a 32-bit value (logical rows are below 2^31), so only
+  // the slot's row offset needs 64-bit arithmetic.
   TD_HOST_DEVICE std::uint32_t table_column(std::int64_t logical) const {
     return static_cast<std::uint32_t>(logical) >> page_shift;
+  }
+  TD_HOST_DEVICE std::int64_t table_offset(std::int32_t slot, std::int64_t logical) const {
+    return slot * table_slot_stride + table_column(logical);
   }
 
   // The block holding a logical row of a slot (its block table entry when paged), or −1 for
@@ -53,7 +53,7 @@ struct RowAddressing {
   TD_HOST_DEVICE std::int64_t block_of(std::int32_t slot, std::int64_t logical) const {
     if (slot < 0 || slot >= slots || logical < 0) return -1;
     if (!paged) return slot;
-    return (block_table + table_row(slot))[table_column(logical)];
+    return block_table[table_offset(slot, logical)];
   }
 
   // The blocks of the storage: pages, or slots.
