@@ -196,8 +196,10 @@ void Operands::fill_i32(const TensorView& view, const std::vector<std::int32_t>&
   }
   const std::int64_t cols = view.rank == 2 ? view.shape[1] : 1;
   const std::int64_t col_stride = view.rank == 2 ? view.strides[1] : 0;
-  const std::int64_t count =
-      std::min(static_cast<std::int64_t>(values.size()), view.shape[0] * cols);
+  // A zero stride lets an extent exceed memory, so the count is bounded before it is formed:
+  // shape[0] * cols <= wanted when shape[0] <= wanted / cols (cols > 0: the view is not empty).
+  const auto wanted = static_cast<std::int64_t>(values.size());
+  const std::int64_t count = view.shape[0] > wanted / cols ? wanted : view.shape[0] * cols;
   for (std::int64_t i = 0; i < count; ++i) {
     view.as<std::int32_t>()[i / cols * view.strides[0] + i % cols * col_stride] =
         values[static_cast<std::size_t>(i)];
