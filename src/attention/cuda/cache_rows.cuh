@@ -8,6 +8,7 @@
 #include "attention/cuda/decode_params.cuh"
 #include "attention/cuda/decode_shape.h"
 #include "attention/cuda/work_list.cuh"
+#include "cache/row_location.h"
 #include "common/cuda/cp_async.cuh"
 #include "common/cuda/pipeline_barriers.cuh"
 
@@ -55,7 +56,8 @@ __device__ __forceinline__ RowPlace place_of(const DecodeParams& p, const TaskRo
                                   : static_cast<unsigned>(position);
   if (rows.table == nullptr) return {true, rows.slot, logical};
   const std::int64_t page = rows.table[logical >> p.page_shift];
-  return {page >= 0 && page < p.pages, page, logical & ((1u << p.page_shift) - 1u)};
+  return {cache::RowAddressing::names_block(page, p.pages), page,
+          logical & ((1u << p.page_shift) - 1u)};
 }
 
 // Copies `rows` consecutive rows of kRowBytes that follow each other in global memory (at
