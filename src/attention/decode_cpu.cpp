@@ -358,23 +358,41 @@ bool activate_heads(const DecodeJob& job, const WorkItem& item, std::int64_t sta
   return scratch.active_heads > 0;
 }
 
+// Calls body(t, at) for each tile position t in [from, to) with its row, the position being
+// start + t: located once per run of positions whose rows follow each other in one block
+// (cache/row_location.h), so a contiguous cache or pages of 32 rows or more locate a tile once,
+// twice where a ring wraps inside it.
+template <class Body>
+void for_each_row(const DecodeJob& job, std::int32_t slot, std::int64_t start, int from, int to,
+                  const Body& body) {
+  for (int t = from; t < to;) {
+    const std::int64_t logical = job.addressing.logical_row(static_cast<std::int32_t>(start + t));
+    const cache::RowLocation at =
+        job.addressing.locate_in_block(job.addressing.block_of(slot, logical), logical);
+    const auto count = at.block < 0 ? 1
+                                    : static_cast<int>(std::min<std::int64_t>(
+                                          to - t, job.addressing.rows_in_run(logical)));
+    for (int i = 0; i < count; ++i) body(t + i, cache::RowLocation{at.block, at.row + i});
+    t += count;
+  }
+}
+
 // Row addresses and scales of the tile's positions [first, last); prefetches its V rows (read
-// after the scores) and the K rows of the next tile up to `next_end`.
+// after the scores) and the K rows of the next tile up to `next_end`, a row at a time as each
+// is located.
 void locate_tile(const DecodeJob& job, std::int32_t slot, int kv_head, std::int64_t next_end,
                  Tile& tile) {
-  for (int t = tile.first; t < tile.last; ++t) {
-    const cache::RowLocation at =
-        job.addressing.locate(slot, static_cast<std::int32_t>(tile.start + t));
+  for_each_row(job, slot, tile.start, tile.first, tile.last, [&](int t, cache::RowLocation at) {
     tile.k_rows[t] = job.k.address(at, kv_head);
     tile.v_rows[t] = job.v.address(at, kv_head);
     job.k.part_scales(at, kv_head, tile.k_scales[t]);
     job.v.part_scales(at, kv_head, tile.v_scales[t]);
     job.v.prefetch(at, kv_head);
-  }
+  });
   const std::int64_t next = tile.start + kTilePositions;
-  for (std::int64_t p = next + tile.first; p < std::min(next + tile.last, next_end); ++p) {
-    job.k.prefetch(job.addressing.locate(slot, static_cast<std::int32_t>(p)), kv_head);
-  }
+  const auto next_last = static_cast<int>(std::min<std::int64_t>(tile.last, next_end - next));
+  for_each_row(job, slot, next, tile.first, next_last,
+               [&](int, cache::RowLocation at) { job.k.prefetch(at, kv_head); });
 }
 
 // Pass 2 for one work item: fills the (row, head, chunk) states and O rows of its rows.

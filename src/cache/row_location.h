@@ -79,6 +79,15 @@ struct RowAddressing {
     return {block, row_in_block(logical)};
   }
 
+  // How many logical rows from `logical` (a valid one) on lie in consecutive rows of one
+  // block: to the end of its page (paged) and to the capacity (where a ring wraps).
+  TD_HOST_DEVICE std::int64_t rows_in_run(std::int64_t logical) const {
+    const std::int64_t to_capacity = capacity - logical;
+    if (!paged) return to_capacity;
+    const std::int64_t to_page_end = (std::int64_t{1} << page_shift) - row_in_block(logical);
+    return to_page_end < to_capacity ? to_page_end : to_capacity;
+  }
+
   TD_HOST_DEVICE RowLocation locate(std::int32_t slot, std::int32_t position) const {
     const std::int64_t logical = logical_row(position);
     return locate_in_block(block_of(slot, logical), logical);
