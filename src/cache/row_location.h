@@ -1,9 +1,9 @@
-// Where a token's row lives in a cache's storage (SPEC §1.3, §1.7), shared by the CPU append,
-// the CUDA append kernel and the host checks. Every storage part is [blocks, n_kv_heads,
-// block_rows, ...]: a block is a slot of `capacity` rows (contiguous cache) or a page of
-// page_size rows named by the block table (paged cache). Position p of a slot has logical row
-// p (linear) or p mod capacity (ring); a paged cache keeps logical row r in row r mod P of page
-// block_table[slot][r / P].
+// Where a token's row lives in a cache's storage (SPEC §1.3, §1.7), shared by the CPU append
+// and decode, the CUDA append kernel, the CUDA decode's page check and the host checks. Every
+// storage part is [blocks, n_kv_heads, block_rows, ...]: a block is a slot of `capacity` rows
+// (contiguous cache) or a page of page_size rows named by the block table (paged cache).
+// Position p of a slot has logical row p (linear) or p mod capacity (ring); a paged cache keeps
+// logical row r in row r mod P of page block_table[slot][r / P].
 #pragma once
 
 #include <cstdint>
