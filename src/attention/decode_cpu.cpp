@@ -366,13 +366,12 @@ template <class Body>
 void for_each_row(const DecodeJob& job, std::int32_t slot, std::int64_t start, int from, int to,
                   const Body& body) {
   for (int t = from; t < to;) {
-    const std::int64_t logical = job.addressing.logical_row(static_cast<std::int32_t>(start + t));
-    const cache::RowLocation at =
-        job.addressing.locate_in_block(job.addressing.block_of(slot, logical), logical);
-    const auto count = at.block < 0 ? 1
-                                    : static_cast<int>(std::min<std::int64_t>(
-                                          to - t, job.addressing.rows_in_run(logical)));
-    for (int i = 0; i < count; ++i) body(t + i, cache::RowLocation{at.block, at.row + i});
+    const cache::RowRun run =
+        job.addressing.locate_run(slot, static_cast<std::int32_t>(start + t));
+    const auto count = static_cast<int>(std::min<std::int64_t>(to - t, run.rows));
+    for (int i = 0; i < count; ++i) {
+      body(t + i, cache::RowLocation{run.first.block, run.first.row + i});
+    }
     t += count;
   }
 }

@@ -20,6 +20,13 @@ struct RowLocation {
   std::int64_t row;
 };
 
+// Where `rows` consecutive positions live: rows first.row … first.row + rows − 1 of block
+// first.block.
+struct RowRun {
+  RowLocation first;
+  std::int64_t rows;
+};
+
 struct RowAddressing {
   std::int64_t slots, capacity, pages;
   int page_shift;  // log2(page_size); unused by a contiguous cache
@@ -79,18 +86,21 @@ struct RowAddressing {
     return {block, row_in_block(logical)};
   }
 
-  // How many logical rows from `logical` (a valid one) on lie in consecutive rows of one
-  // block: to the end of its page (paged) and to the capacity (where a ring wraps).
-  TD_HOST_DEVICE std::int64_t rows_in_run(std::int64_t logical) const {
-    const std::int64_t to_capacity = capacity - logical;
-    if (!paged) return to_capacity;
-    const std::int64_t to_page_end = (std::int64_t{1} << page_shift) - row_in_block(logical);
-    return to_page_end < to_capacity ? to_page_end : to_capacity;
-  }
-
   TD_HOST_DEVICE RowLocation locate(std::int32_t slot, std::int32_t position) const {
     const std::int64_t logical = logical_row(position);
     return locate_in_block(block_of(slot, logical), logical);
+  }
+
+  // The row of a position and how many positions from it on have rows that follow it in the
+  // same block: to the end of its page (paged) and to the capacity (where a ring wraps); one
+  // where the position names no row.
+  TD_HOST_DEVICE RowRun locate_run(std::int32_t slot, std::int32_t position) const {
+    const RowLocation first = locate(slot, position);
+    if (first.block < 0) return {first, 1};
+    const std::int64_t to_capacity = capacity - logical_row(position);
+    if (!paged) return {first, to_capacity};
+    const std::int64_t to_page_end = (std::int64_t{1} << page_shift) - first.row;
+    return {first, to_page_end < to_capacity ? to_page_end : to_capacity};
   }
 };
 
